@@ -1,0 +1,203 @@
+"""The three ports every stage talks through, and the state records they hold.
+
+- :class:`Bus`: publish and consume host-keyed topics (in-process queues, or Kafka).
+- :class:`StateStore`: url_state, hosts, robots answers and content fingerprints
+  (SQLite, or Cassandra).
+- :class:`BlobStore`: append-only files for WARC records, text records and indexes
+  (a local folder; a shared volume in a cluster).
+
+Stages depend on these protocols only; adapters live in ``common.adapters``. One
+contract test suite (tests/contract) runs against every adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import msgspec
+
+from common.messages import Message, Reason, RecordPointer, Topic, UrlStatus
+
+
+class UrlState(msgspec.Struct, kw_only=True):
+    """One row of url_state, keyed by (host, url). Written only by the host's frontier."""
+
+    host: str
+    url: str  # canonical URL
+    status: UrlStatus = UrlStatus.QUEUED
+    reason: Reason | None = None
+    detail: str | None = None
+    depth: int = 0
+    priority: int = 1
+    hops: int = 0
+    source: str | None = None
+    discovered_at: float = 0.0
+    seq: int = 0  # discovery order within the store; breadth-first tie-break
+    last_fetch_at: float | None = None
+    next_fetch_at: float = 0.0  # not eligible before this time (retries, refresh)
+    attempts: int = 0
+    http_status: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    simhash: int | None = None
+    duplicate_of: str | None = None
+    revisit_interval: float | None = None
+    record: RecordPointer | None = None
+
+
+class HostState(msgspec.Struct, kw_only=True):
+    """One row of hosts. Written only by the host's frontier."""
+
+    host: str
+    crawl_delay: float | None = None  # from robots.txt, capped
+    delay_override: float | None = None  # operator override (seconds)
+    blocked: bool = False
+    max_pages: int | None = None  # operator override of the pages-per-host cap
+    page_count: int = 0  # fetch attempts that reached the host (pages, not robots)
+    next_allowed_at: float = 0.0  # wall clock; survives restarts and owner changes
+    last_response_time: float = 0.0
+    capped: bool = False  # the host reached its page cap
+
+
+class RobotsRecord(msgspec.Struct, kw_only=True):
+    """A cached robots.txt answer for a host (scheme://host:port)."""
+
+    origin: str
+    status: int  # HTTP status; 0 for a network error or timeout
+    body: bytes  # at most the parse cap
+    fetched_at: float
+    expires_at: float
+
+
+class Delivery(msgspec.Struct, frozen=True, kw_only=True):
+    """One consumed message with where it came from."""
+
+    topic: Topic
+    key: str
+    message: Message
+    partition: int = 0
+    offset: int = 0
+    attempt: int = 1
+
+
+Handler = Callable[[Delivery], Awaitable[None]]
+AssignCallback = Callable[[frozenset[int]], Awaitable[None]]
+
+
+class Bus(Protocol):
+    """Partitioned, host-keyed topics with at-least-once delivery.
+
+    ``publish`` is durable when it returns (for Kafka: acknowledged by the broker).
+    ``consume`` runs ``handler`` for each message of ``topics`` until :meth:`stop`; a
+    message is acknowledged when its handler returns; a handler that raises is retried,
+    and after ``max_delivery_attempts`` the message goes to the dead-letter topic with
+    its error. Handlers must be idempotent. Messages with the same key keep their order
+    within one consumer group when ``concurrency`` is 1.
+    """
+
+    def partition_of(self, topic: Topic, key: str) -> int: ...
+
+    async def publish(self, topic: Topic, key: str, message: Message) -> None: ...
+
+    async def consume(self, group: str, topics: Sequence[Topic], handler: Handler, *,
+                      concurrency: int = 1,
+                      on_assign: AssignCallback | None = None) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class StateStore(Protocol):
+    """Durable crawl state. Each host has a single writer (its frontier owner)."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    # url_state
+    async def add_urls(self, rows: Sequence[UrlState]) -> list[UrlState]:
+        """Insert rows whose (host, url) is not yet known; return those inserted."""
+        ...
+
+    async def get_url(self, host: str, url: str) -> UrlState | None: ...
+
+    async def put_url(self, row: UrlState) -> None:
+        """Insert or replace one row."""
+        ...
+
+    async def put_urls(self, rows: Sequence[UrlState]) -> None: ...
+
+    async def due_urls(self, host: str, now: float, limit: int) -> list[UrlState]:
+        """Queued rows of ``host`` with next_fetch_at <= now, by (priority, depth, seq)."""
+        ...
+
+    async def next_due_time(self, host: str) -> float | None:
+        """Smallest next_fetch_at of the host's queued rows, or None if none are queued."""
+        ...
+
+    async def urls_with_status(self, status: UrlStatus, limit: int,
+                               host: str | None = None) -> list[UrlState]: ...
+
+    async def hosts_with_status(self, status: UrlStatus) -> list[str]:
+        """Hosts that have at least one row in ``status``."""
+        ...
+
+    async def count_urls(self) -> dict[tuple[str, str], int]:
+        """Counts by (status, reason or '') over all rows."""
+        ...
+
+    # hosts
+    async def get_host(self, host: str) -> HostState | None: ...
+
+    async def put_host(self, row: HostState) -> None: ...
+
+    async def list_hosts(self) -> list[HostState]: ...
+
+    # robots.txt cache
+    async def get_robots(self, origin: str) -> RobotsRecord | None: ...
+
+    async def put_robots(self, row: RobotsRecord) -> None: ...
+
+    # content fingerprints
+    async def claim_content(self, content_hash: str, url: str,
+                            record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
+        """Record ``url`` as the first holder of ``content_hash`` unless one exists.
+
+        Returns the holder (url, record): ``url`` itself when this call claimed it.
+        """
+        ...
+
+    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
+        """Index ``url`` under each block key (see dedup.simhash_index)."""
+        ...
+
+    async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
+        """(url, simhash) of every page indexed under any of ``keys``."""
+        ...
+
+
+class BlobStore(Protocol):
+    """Append-only byte streams rolled into files; records addressed by pointer."""
+
+    def append(self, stream: str, data: bytes) -> RecordPointer:
+        """Append one record to ``stream`` (for example 'warc', 'text') and say where."""
+        ...
+
+    def append_line(self, name: str, line: str) -> None:
+        """Append one line to a small side file (index, page records)."""
+        ...
+
+    def read(self, pointer: RecordPointer) -> bytes: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    bus: Bus
+    store: StateStore
+    blobs: BlobStore
