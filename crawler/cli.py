@@ -1,0 +1,157 @@
+"""The ``crawler`` command.
+
+    crawler crawl URL... [--max-pages N] [--out DIR]   embedded crawl (resumable)
+    crawler demo                                       crawl the simulated web's seed scenario
+    crawler stats [--out DIR]                          figures of a crawl folder
+    crawler settings [--markdown]                      every setting with its default
+
+Settings come from the environment (``CRAWLER_<SECTION>_<KEY>``); flags override them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from common.settings import Settings, SettingsError, describe
+from frontier.stats import CrawlStats
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="crawler", description="A polite web crawler.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log more")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("crawl", help="crawl from seed URLs in one process (embedded mode)")
+    c.add_argument("urls", nargs="*", help="seed URLs (none: resume the crawl in --out)")
+    c.add_argument("--max-pages", type=int, default=None, help="stop after N page fetches")
+    c.add_argument("--out", default=None, help="output folder (default: crawl-out)")
+    c.add_argument("--delay", type=float, default=None, help="politeness delay in seconds")
+    c.add_argument("--max-pages-per-host", type=int, default=None)
+    c.add_argument("--max-depth", type=int, default=None)
+    c.add_argument("--allow-network", action="append", default=[],
+                   help="CIDR the SSRF guard lets through (e.g. 127.0.0.1/32)")
+    c.add_argument("--resolve", action="append", default=[],
+                   help="fixed DNS answer host:port:address")
+    c.add_argument("--dns", action="append", default=[], help="DNS server ip[:port]")
+    c.add_argument("--no-progress", action="store_true", help="no live progress line")
+
+    d = sub.add_parser("demo", help="start the simulated web and crawl its seed scenario")
+    d.add_argument("--out", default=None, help="output folder (default: a new temp folder)")
+    d.add_argument("--delay", type=float, default=0.2, help="politeness delay (default 0.2 s)")
+    d.add_argument("--no-progress", action="store_true")
+
+    s = sub.add_parser("stats", help="print the figures of a crawl folder")
+    s.add_argument("--out", default=None)
+
+    st = sub.add_parser("settings", help="list every setting with its default")
+    st.add_argument("--markdown", action="store_true")
+    return p
+
+
+def _settings_for(args: argparse.Namespace) -> Settings:
+    s = Settings.from_env()
+    crawl: dict[str, object] = {}
+    pol: dict[str, object] = {}
+    traps: dict[str, object] = {}
+    fetch: dict[str, object] = {}
+    if getattr(args, "out", None):
+        crawl["out_dir"] = args.out
+    if getattr(args, "max_pages", None) is not None:
+        crawl["max_pages"] = args.max_pages
+    if getattr(args, "delay", None) is not None:
+        pol["default_delay"] = args.delay
+    if getattr(args, "max_pages_per_host", None) is not None:
+        traps["max_pages_per_host"] = args.max_pages_per_host
+    if getattr(args, "max_depth", None) is not None:
+        traps["max_depth"] = args.max_depth
+    if getattr(args, "allow_network", None):
+        fetch["allow_networks"] = s.fetcher.allow_networks + tuple(args.allow_network)
+    if getattr(args, "resolve", None):
+        fetch["resolve"] = s.fetcher.resolve + tuple(args.resolve)
+    if getattr(args, "dns", None):
+        fetch["dns_servers"] = tuple(args.dns)
+    return s.replace(crawl=crawl, politeness=pol, traps=traps, fetcher=fetch)
+
+
+def format_stats(stats: CrawlStats) -> str:
+    rows = [
+        ("fetched", stats.fetched),
+        ("pages kept", stats.kept),
+        ("exact duplicates", stats.exact_duplicates),
+        ("near duplicates", stats.near_duplicates),
+        ("not modified", stats.not_modified),
+        ("redirects", stats.redirects),
+        ("robots blocked", stats.robots_blocked),
+        ("operator blocked", stats.blocked),
+        ("seen-filter skipped", stats.seen_filter_skipped),
+        ("hosts capped", stats.hosts_capped),
+        ("host-cap cut URLs", stats.host_capped_urls),
+        ("trap-cut URLs", stats.trap_cut),
+        ("dead URLs", stats.dead),
+        ("queued", stats.queued),
+        ("known URLs", stats.known_urls),
+        ("hosts", stats.hosts),
+    ]
+    rows += [(f"errors: {k}", v) for k, v in sorted(stats.errors.items())]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v:>8}" for k, v in rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        if args.command == "settings":
+            return _cmd_settings(args.markdown)
+        settings = _settings_for(args)
+    except SettingsError as exc:
+        print(f"crawler: invalid setting: {exc}", file=sys.stderr)
+        return 2
+    from crawler import embedded
+
+    if args.command == "stats":
+        stats = asyncio.run(embedded.read_stats(settings))
+        print(format_stats(stats))
+        return 0
+    progress = not args.no_progress
+    try:
+        if args.command == "crawl":
+            stats = asyncio.run(embedded.crawl(settings, args.urls, progress=progress))
+        elif args.command == "demo":
+            stats = asyncio.run(embedded.demo(settings, progress=progress,
+                                              out=args.out))
+        else:  # pragma: no cover - argparse rejects other commands
+            return 2
+    except KeyboardInterrupt:
+        print("\ncrawler: stopped; run the same command again to resume", file=sys.stderr)
+        return 130
+    except SettingsError as exc:
+        print(f"crawler: invalid setting: {exc}", file=sys.stderr)
+        return 2
+    print(format_stats(stats))
+    return 0
+
+
+def _cmd_settings(markdown: bool) -> int:
+    rows = describe()
+    if markdown:
+        print("| variable | default | meaning |\n|---|---|---|")
+        for name, default, doc in rows:
+            print(f"| `{name}` | `{default}` | {doc} |")
+    else:
+        for name, default, doc in rows:
+            print(f"{name}={default}\n    {doc}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    with contextlib.suppress(BrokenPipeError):
+        sys.exit(main())
+    os._exit(0)

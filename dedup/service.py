@@ -1,0 +1,104 @@
+"""The dedup stage: exact and near-duplicate verdicts, outlinks of unique pages.
+
+Exact duplicates are found where the body is stored (the fetcher claims each SHA-256
+in the content table before writing, so a second copy becomes a WARC revisit record);
+the verdict arrives here as ``ParsedPage.duplicate_of``. Near duplicates are found
+here: a page's 64-bit SimHash is looked up in the block index (a few probes, not a
+scan) and compared by Hamming distance.
+
+For each page this stage publishes, in this order: the outlinks of a unique page
+(topic discovered, grouped by host), one page record (topic pages), and the verdict
+(topic status) that closes the URL in its frontier. Redelivery repeats them harmlessly:
+the frontier ignores known links and closed URLs.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from common import urls
+from common.messages import (
+    Discovered,
+    Link,
+    LinkKind,
+    PageRecord,
+    ParsedPage,
+    Reason,
+    StatusUpdate,
+    Topic,
+    UrlStatus,
+)
+from common.ports import Bus, Delivery, StateStore
+from common.settings import Settings
+from dedup.simhash import block_keys, near_duplicate
+
+log = logging.getLogger(__name__)
+
+
+class DedupStage:
+    def __init__(self, settings: Settings, bus: Bus, store: StateStore) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.store = store
+        self.exact = 0
+        self.near = 0
+        self.unique = 0
+
+    async def handle(self, delivery: Delivery) -> None:
+        page = delivery.message
+        if not isinstance(page, ParsedPage):
+            raise TypeError(f"dedup cannot handle {type(page).__name__}")
+        near_of: str | None = None
+        reason: Reason | None = None
+        if page.duplicate_of is not None:
+            reason = Reason.DUPLICATE
+            self.exact += 1
+        elif page.error is not None:
+            reason = Reason.PARSE_ERROR
+        elif page.simhash is not None and page.text_chars >= self.settings.dedup.min_text_chars:
+            k = self.settings.dedup.simhash_threshold
+            keys = block_keys(page.simhash, k)
+            candidates = [c for c in await self.store.simhash_candidates(keys)
+                          if c[0] != page.url]
+            match = near_duplicate(page.simhash, candidates, k)
+            if match is not None:
+                near_of = match[0]
+                reason = Reason.NEAR_DUPLICATE
+                self.near += 1
+            else:
+                await self.store.add_simhash(keys, page.url, page.simhash)
+        if reason is None:
+            self.unique += 1
+            if not page.nofollow:
+                await self._publish_links(page)
+        if not page.noindex and page.error is None:
+            await self.bus.publish(Topic.PAGES, page.host, page_record(page, near_of))
+        await self.bus.publish(Topic.STATUS, page.host, StatusUpdate(
+            url=page.url, host=page.host, status=UrlStatus.DONE, reason=reason,
+            duplicate_of=page.duplicate_of or near_of, simhash=page.simhash,
+            content_hash=page.content_hash))
+
+    async def _publish_links(self, page: ParsedPage) -> None:
+        by_host: dict[str, list[Link]] = {}
+        depth = page.depth + 1
+        priority = min(self.settings.crawl.priority_levels - 1, max(page.priority, 1))
+        for url in page.links:
+            try:
+                host = urls.host_key(url)
+            except urls.UrlError:
+                continue
+            by_host.setdefault(host, []).append(
+                Link(url=url, depth=depth, priority=priority, kind=LinkKind.LINK,
+                     source=page.url))
+        for host, links in by_host.items():
+            await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
+
+
+def page_record(page: ParsedPage, near_of: str | None) -> PageRecord:
+    fetched = datetime.fromtimestamp(page.fetched_at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return PageRecord(
+        url=page.url, fetched_at=fetched, status=page.status, content_hash=page.content_hash,
+        simhash=None if page.simhash is None else f"{page.simhash:016x}",
+        storage_key=page.record, text_key=page.text_record, duplicate_of=page.duplicate_of,
+        near_duplicate_of=near_of)

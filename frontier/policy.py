@@ -1,0 +1,231 @@
+"""Frontier policy: pure functions, no I/O.
+
+- :func:`trap_reason`: caps and trap rules a URL must pass to enter the frontier.
+- :func:`politeness_delay`: the gap a host rests between requests.
+- :func:`retry_delay`: back-off after a failed attempt.
+- :func:`apply_result`: what a fetch result does to a URL's row and its host's row.
+
+The frontier service (service.py) calls these and does the I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import msgspec
+
+from common.messages import (
+    RETRYABLE_OUTCOMES,
+    FetchOutcome,
+    FetchResult,
+    Link,
+    LinkKind,
+    Reason,
+    UrlStatus,
+)
+from common.ports import HostState, UrlState
+from common.settings import (
+    PolitenessSettings,
+    Settings,
+    SettingsError,
+    TrapSettings,
+    parse_host_map,
+)
+
+# Outcomes that mean no request reached the host's server.
+NO_REQUEST_OUTCOMES = frozenset({
+    FetchOutcome.ROBOTS_BLOCKED, FetchOutcome.SSRF_BLOCKED, FetchOutcome.UNSUPPORTED,
+    FetchOutcome.DNS_ERROR, FetchOutcome.ROBOTS_UNAVAILABLE,
+})
+
+FINAL_REASONS: dict[FetchOutcome, Reason] = {
+    FetchOutcome.ROBOTS_BLOCKED: Reason.ROBOTS,
+    FetchOutcome.SSRF_BLOCKED: Reason.SSRF,
+    FetchOutcome.TOO_LARGE: Reason.TOO_LARGE,
+    FetchOutcome.BAD_CONTENT_TYPE: Reason.BAD_CONTENT_TYPE,
+    FetchOutcome.HTTP_ERROR: Reason.HTTP_ERROR,
+    FetchOutcome.UNSUPPORTED: Reason.NOT_HTTP,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TrapRules:
+    """Trap settings compiled once (patterns, per-host overrides)."""
+
+    settings: TrapSettings
+    patterns: tuple[re.Pattern[str], ...]
+    host_caps: dict[str, int]
+
+    @classmethod
+    def from_settings(cls, settings: TrapSettings) -> TrapRules:
+        try:
+            patterns = tuple(re.compile(p) for p in settings.blocked_patterns)
+        except re.error as exc:
+            raise SettingsError(f"CRAWLER_TRAPS_BLOCKED_PATTERNS: {exc}") from None
+        caps = parse_host_map(settings.host_page_overrides,
+                              "CRAWLER_TRAPS_HOST_PAGE_OVERRIDES", int)
+        return cls(settings=settings, patterns=patterns, host_caps=caps)
+
+    def page_cap(self, host: str, state: HostState | None = None) -> int:
+        if state is not None and state.max_pages is not None:
+            return state.max_pages
+        return self.host_caps.get(host, self.settings.max_pages_per_host)
+
+
+def host_blocked(host: str, blocked: Sequence[str]) -> bool:
+    """True if ``host`` is listed, or is a subdomain of a listed '.domain'."""
+    name = host.split(":", 1)[0]
+    for b in blocked:
+        b = b.lower()
+        if b.startswith("."):
+            if name == b[1:] or name.endswith(b):
+                return True
+        elif name == b or host == b:
+            return True
+    return False
+
+
+def trap_reason(url: str, host: str, depth: int, rules: TrapRules,
+                extra_patterns: Sequence[re.Pattern[str]] = (),
+                extra_blocked_hosts: Sequence[str] = ()) -> Reason | None:
+    """The reason ``url`` may not enter the frontier, or None if it may.
+
+    ``url`` is canonical. Checks, cheapest first: length, depth, operator blocks by
+    host and path pattern, path segment count, repeated path segments, query size.
+    """
+    s = rules.settings
+    if len(url) > s.max_url_length:
+        return Reason.TRAP_LENGTH
+    if depth > s.max_depth:
+        return Reason.DEPTH
+    if host_blocked(host, s.blocked_hosts) or host_blocked(host, extra_blocked_hosts):
+        return Reason.BLOCKED
+    parts = urlsplit(url)
+    path_query = parts.path + ("?" + parts.query if parts.query else "")
+    for pat in (*rules.patterns, *extra_patterns):
+        if pat.search(path_query):
+            return Reason.BLOCKED
+    segments = [seg for seg in parts.path.split("/") if seg]
+    if len(segments) > s.max_path_segments:
+        return Reason.TRAP_SEGMENTS
+    if segments:
+        most = Counter(segments).most_common(1)[0][1]
+        if most > s.max_repeated_segment:
+            return Reason.TRAP_REPEAT
+    if parts.query and parts.query.count("&") + 1 > s.max_query_params:
+        return Reason.TRAP_QUERY
+    return None
+
+
+def politeness_delay(host: HostState, settings: PolitenessSettings,
+                     overrides: dict[str, float] | None = None) -> float:
+    """max(default delay, robots Crawl-delay (capped), k x last response time, override)."""
+    delay = settings.default_delay
+    if host.crawl_delay is not None:
+        delay = max(delay, min(host.crawl_delay, settings.max_crawl_delay))
+    delay = max(delay, settings.response_time_factor * host.last_response_time)
+    override = host.delay_override
+    if override is None and overrides:
+        override = overrides.get(host.host)
+    if override is not None:
+        delay = max(delay, override)
+    return delay
+
+
+def retry_delay(attempt: int, retry_after: float | None, settings: PolitenessSettings) -> float:
+    """Exponential back-off after the ``attempt``-th failure; Retry-After wins if longer."""
+    backoff: float = min(settings.backoff_max,
+                         settings.backoff_base * 2.0 ** max(0, attempt - 1))
+    if retry_after is not None:
+        backoff = max(backoff, min(retry_after, settings.max_retry_after))
+    return backoff
+
+
+@dataclass(slots=True)
+class ResultEffect:
+    """What :func:`apply_result` decided."""
+
+    row: UrlState
+    host: HostState
+    request_made: bool
+    follow: list[Link] = field(default_factory=list)  # redirect targets to discover
+    retry: bool = False
+    dead: bool = False
+
+
+def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: Settings,
+                 now: float, delay_overrides: dict[str, float] | None = None) -> ResultEffect:
+    """Turn a fetch result into the new url and host rows (pure; rows are copied)."""
+    pol = settings.politeness
+    row = msgspec.structs.replace(row)
+    host = msgspec.structs.replace(host)
+    outcome = result.outcome
+    request_made = outcome not in NO_REQUEST_OUTCOMES or result.robots_fetched
+    effect = ResultEffect(row=row, host=host, request_made=request_made)
+
+    if outcome not in NO_REQUEST_OUTCOMES:
+        host.page_count += 1
+    if result.robots_crawl_delay is not None:
+        host.crawl_delay = result.robots_crawl_delay
+    if request_made:
+        if outcome not in NO_REQUEST_OUTCOMES:
+            host.last_response_time = max(0.0, result.elapsed)
+        end = result.fetched_at or now
+        host.next_allowed_at = max(host.next_allowed_at,
+                                   end + politeness_delay(host, pol, delay_overrides))
+
+    row.last_fetch_at = result.fetched_at or now
+    if result.status:
+        row.http_status = result.status
+
+    if outcome is FetchOutcome.OK:
+        row.status = UrlStatus.FETCHED
+        row.reason = None
+        row.content_hash = result.content_hash
+        row.record = result.record
+        row.etag = result.etag
+        row.last_modified = result.last_modified
+        row.duplicate_of = result.duplicate_of
+        row.detail = None
+    elif outcome is FetchOutcome.NOT_MODIFIED:
+        row.status = UrlStatus.DONE
+        row.reason = Reason.NOT_MODIFIED
+        if result.record is not None:
+            row.record = result.record
+    elif outcome is FetchOutcome.REDIRECT:
+        row.status = UrlStatus.DONE
+        row.reason = Reason.REDIRECTED
+        row.detail = result.location
+        if result.location:
+            if row.hops + 1 > settings.traps.max_redirect_hops:
+                row.status = UrlStatus.REJECTED
+                row.reason = Reason.REDIRECT_CAP
+            else:
+                effect.follow.append(Link(url=result.location, depth=row.depth,
+                                          priority=row.priority, kind=LinkKind.REDIRECT,
+                                          source=row.url, hops=row.hops + 1))
+    elif outcome in FINAL_REASONS:
+        row.status = UrlStatus.REJECTED
+        row.reason = FINAL_REASONS[outcome]
+        row.detail = result.error
+    elif outcome in RETRYABLE_OUTCOMES:
+        if row.attempts >= pol.max_attempts:
+            row.status = UrlStatus.DEAD
+            row.reason = Reason.DEAD
+            row.detail = f"{outcome.value}: {result.error or result.status}"
+            effect.dead = True
+        else:
+            row.status = UrlStatus.QUEUED
+            row.next_fetch_at = now + retry_delay(row.attempts, result.retry_after, pol)
+            row.detail = f"{outcome.value}: {result.error or result.status}"
+            effect.retry = True
+            if outcome is FetchOutcome.THROTTLED or outcome is FetchOutcome.ROBOTS_UNAVAILABLE:
+                # the whole host rests: a throttled or robots-less host gets no requests
+                host.next_allowed_at = max(host.next_allowed_at, row.next_fetch_at)
+    else:  # pragma: no cover - every outcome is handled above
+        raise AssertionError(f"unhandled outcome {outcome}")
+    return effect

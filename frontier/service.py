@@ -1,0 +1,442 @@
+"""The frontier stage: owns its hosts' url_state and politeness timers.
+
+Mercator's two layers, with only the heads in memory:
+
+- back queues: one per host; its head (a few URLs) is loaded from the StateStore in
+  (priority, depth, discovery) order, the rest stays in the store;
+- a min-heap of (next allowed time, host): a host becomes ready when its politeness
+  timer expires; ready hosts wait in a second heap ordered by the priority of their
+  head (the front queues), so higher-priority work goes out first when fetch capacity
+  is short, and breadth-first order holds within a priority.
+
+Handlers (topic discovered, fetched, status) and the dispatch loop run on one event
+loop and take one lock, so each host has exactly one writer. Every decision is made by
+the pure functions of frontier.policy; this module only moves rows in and out of the
+store and messages on and off the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from common import urls
+from common.messages import (
+    Discovered,
+    FetchOutcome,
+    FetchResult,
+    FetchTask,
+    Link,
+    LinkKind,
+    Reason,
+    StatusUpdate,
+    Topic,
+    UrlStatus,
+)
+from common.ports import Bus, Delivery, HostState, StateStore, UrlState
+from common.settings import Settings, parse_host_map
+from frontier.policy import TrapRules, apply_result, politeness_delay, trap_reason
+from frontier.seen import SeenFilter
+
+log = logging.getLogger(__name__)
+
+HEAD_SIZE = 8
+
+
+@dataclass(slots=True)
+class HostSlot:
+    """A host the frontier is working on: its row, its queue head, its in-flight count."""
+
+    state: HostState
+    head: deque[UrlState] = field(default_factory=deque)
+    in_flight: int = 0
+    wake_at: float | None = None  # time of its live timer-heap entry
+    ready: bool = False  # in the ready heap
+
+
+@dataclass(slots=True)
+class FrontierCounters:
+    """Per-run counters for things that leave no row in url_state."""
+
+    seen_skipped: int = 0  # the seen filter said "probably known"
+    known: int = 0  # the exact state already held the URL
+    invalid: int = 0  # not a URL that can be crawled; no host to record it under
+    accepted: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    dispatched: int = 0
+    stale_results: int = 0  # duplicate deliveries of results already applied
+    refetched: int = 0  # URLs handed out again after a crash or lost task
+
+
+class Frontier:
+    def __init__(self, settings: Settings, bus: Bus, store: StateStore, *,
+                 clock: Callable[[], float] = time.time,
+                 owns: Callable[[str], bool] | None = None,
+                 seen_capacity: int = 1_000_000) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.store = store
+        self.clock = clock
+        self.owns = owns or (lambda host: True)
+        self.rules = TrapRules.from_settings(settings.traps)
+        self.tracking = urls.TrackingRules.from_settings(settings.urls)
+        self.delay_overrides = parse_host_map(settings.politeness.host_delay_overrides,
+                                              "CRAWLER_POLITENESS_HOST_DELAY_OVERRIDES", float)
+        self.seen = SeenFilter(capacity=seen_capacity, error_rate=0.01)
+        self.counters = FrontierCounters()
+        self.max_outstanding = max(1, settings.fetcher.concurrency * 2)
+        self.paused = False
+        self._slots: dict[str, HostSlot] = {}
+        self._timer: list[tuple[float, int, str]] = []
+        self._ready: list[tuple[int, int, str]] = []
+        self._seq = itertools.count()
+        self._outstanding = 0
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._stopped = False
+        self._budget_spent = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def recover(self) -> None:
+        """Make the store consistent after a stop or crash, then schedule owned hosts.
+
+        IN_FLIGHT rows go back to QUEUED (their fetch may have been lost: delivery is
+        at least once); their hosts wait a full delay from now, since a request may
+        have ended just before the crash. FETCHED rows (stored but not yet parsed or
+        deduplicated) are handed to the parser again.
+        """
+        now = self.clock()
+        async with self._lock:
+            while True:
+                rows = [r for r in await self.store.urls_with_status(UrlStatus.IN_FLIGHT, 500)
+                        if self.owns(r.host)]
+                if not rows:
+                    break
+                for r in rows:
+                    r.status = UrlStatus.QUEUED
+                await self.store.put_urls(rows)
+                for host in {r.host for r in rows}:
+                    slot = await self._slot(host)
+                    rest = now + politeness_delay(slot.state, self.settings.politeness,
+                                                  self.delay_overrides)
+                    if slot.state.next_allowed_at < rest:
+                        slot.state.next_allowed_at = rest
+                        await self.store.put_host(slot.state)
+                self.counters.refetched += len(rows)
+            for host in await self.store.hosts_with_status(UrlStatus.QUEUED):
+                if self.owns(host):
+                    slot = await self._slot(host)
+                    self._schedule(host, slot, slot.state.next_allowed_at)
+        fetched = [r for r in await self.store.urls_with_status(UrlStatus.FETCHED, 1_000_000)
+                   if self.owns(r.host)]
+        for r in fetched:
+            await self.bus.publish(Topic.FETCHED, r.host, _replay_result(r))
+        self._wake.set()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+
+    # ------------------------------------------------------------------ seeds
+
+    async def seed(self, seed_urls: Iterable[str], priority: int | None = None) -> int:
+        """Offer seed URLs (through the bus, so each reaches its host's owner)."""
+        prio = self.settings.crawl.seed_priority if priority is None else priority
+        by_host: dict[str, list[Link]] = {}
+        bad = 0
+        for raw in seed_urls:
+            try:
+                url = urls.canonicalize(raw, tracking=self.tracking)
+                host = urls.host_key(url)
+            except urls.UrlError:
+                bad += 1
+                continue
+            by_host.setdefault(host, []).append(Link(url=url, depth=0, priority=prio,
+                                                     kind=LinkKind.SEED))
+        for host, links in by_host.items():
+            await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
+        return sum(len(v) for v in by_host.values()) - 0 * bad
+
+    # ------------------------------------------------------------------ handlers
+
+    async def handle(self, delivery: Delivery) -> None:
+        msg = delivery.message
+        async with self._lock:
+            if isinstance(msg, Discovered):
+                await self._on_discovered(msg)
+            elif isinstance(msg, FetchResult):
+                await self._on_result(msg)
+            elif isinstance(msg, StatusUpdate):
+                await self._on_status(msg)
+            else:
+                raise TypeError(f"frontier cannot handle {type(msg).__name__}")
+        self._wake.set()
+
+    async def _on_discovered(self, msg: Discovered) -> None:
+        now = self.clock()
+        rows: list[UrlState] = []
+        forward: dict[str, list[Link]] = {}
+        for link in msg.links:
+            try:
+                url = urls.canonicalize(link.url, tracking=self.tracking)
+                host = urls.host_key(url)
+            except urls.UrlError:
+                self.counters.invalid += 1
+                continue
+            if not self.owns(host):
+                forward.setdefault(host, []).append(msgspec.structs.replace(link, url=url))
+                continue
+            if self.seen.add(url):
+                self.counters.seen_skipped += 1
+                continue
+            row = UrlState(host=host, url=url, depth=link.depth, priority=link.priority,
+                           hops=link.hops, source=link.source, discovered_at=now)
+            reason = trap_reason(url, host, link.depth, self.rules)
+            if reason is None:
+                slot = self._slots.get(host)
+                state = slot.state if slot else await self.store.get_host(host)
+                if state is not None and (state.capped or state.blocked):
+                    reason = Reason.HOST_CAP if state.capped else Reason.BLOCKED
+            if reason is not None:
+                row.status = UrlStatus.REJECTED
+                row.reason = reason
+            rows.append(row)
+        inserted = await self.store.add_urls(rows) if rows else []
+        self.counters.known += len(rows) - len(inserted)
+        for row in inserted:
+            if row.status is UrlStatus.QUEUED:
+                self.counters.accepted += 1
+                slot = await self._slot(row.host)
+                self._schedule(row.host, slot, max(slot.state.next_allowed_at,
+                                                   row.next_fetch_at))
+            elif row.reason is not None:
+                self.counters.rejected[row.reason.value] += 1
+        for host, links in forward.items():
+            await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
+
+    async def _on_result(self, result: FetchResult) -> None:
+        task = result.task
+        row = await self.store.get_url(task.host, task.url)
+        if row is None or row.status is not UrlStatus.IN_FLIGHT or row.attempts != task.attempt:
+            self.counters.stale_results += 1
+            return
+        slot = await self._slot(task.host)
+        now = self.clock()
+        effect = apply_result(result, row, slot.state, self.settings, now, self.delay_overrides)
+        await self.store.put_url(effect.row)
+        slot.state = effect.host
+        await self.store.put_host(slot.state)
+        slot.in_flight = max(0, slot.in_flight - 1)
+        self._outstanding = max(0, self._outstanding - 1)
+        if effect.row.status is UrlStatus.REJECTED and effect.row.reason is not None:
+            self.counters.rejected[effect.row.reason.value] += 1
+        if effect.follow:
+            by_host: dict[str, list[Link]] = {}
+            for link in effect.follow:
+                try:
+                    target = urls.canonicalize(link.url, tracking=self.tracking)
+                    by_host.setdefault(urls.host_key(target), []).append(
+                        msgspec.structs.replace(link, url=target))
+                except urls.UrlError:
+                    self.counters.invalid += 1
+            for host, links in by_host.items():
+                await self.bus.publish(Topic.DISCOVERED, host,
+                                       Discovered(host=host, links=links))
+        self._schedule(task.host, slot, slot.state.next_allowed_at)
+
+    async def _on_status(self, msg: StatusUpdate) -> None:
+        row = await self.store.get_url(msg.host, msg.url)
+        if row is None or row.status in (UrlStatus.DONE, UrlStatus.REJECTED, UrlStatus.DEAD):
+            return
+        row.status = msg.status
+        row.reason = msg.reason
+        if msg.duplicate_of is not None:
+            row.duplicate_of = msg.duplicate_of
+        if msg.simhash is not None:
+            row.simhash = msg.simhash
+        await self.store.put_url(row)
+
+    # ------------------------------------------------------------------ scheduling
+
+    async def _slot(self, host: str) -> HostSlot:
+        slot = self._slots.get(host)
+        if slot is None:
+            state = await self.store.get_host(host) or HostState(host=host)
+            slot = HostSlot(state=state)
+            self._slots[host] = slot
+        return slot
+
+    def _schedule(self, host: str, slot: HostSlot, at: float) -> None:
+        if slot.in_flight >= self.settings.politeness.max_in_flight_per_host or slot.ready:
+            return
+        at = max(at, slot.state.next_allowed_at)
+        if slot.wake_at is not None and slot.wake_at <= at:
+            return
+        slot.wake_at = at
+        heapq.heappush(self._timer, (at, next(self._seq), host))
+
+    def idle(self) -> bool:
+        """Nothing queued that can ever become due in this run, and nothing in flight."""
+        return not self._timer and not self._ready and self._outstanding == 0
+
+    def next_wake(self) -> float | None:
+        return self._timer[0][0] if self._timer else None
+
+    @property
+    def outstanding(self) -> int:
+        return self._outstanding
+
+    async def run(self) -> None:
+        """Dispatch due URLs until :meth:`stop`."""
+        while not self._stopped:
+            self._wake.clear()
+            async with self._lock:
+                await self._dispatch(self.clock())
+            if self._stopped:
+                break
+            timeout: float | None = None
+            if self._timer and not self.paused:
+                timeout = max(0.0, self._timer[0][0] - self.clock())
+            if self._ready and self._outstanding < self.max_outstanding and not self.paused:
+                timeout = 0.0
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            except TimeoutError:
+                pass
+
+    async def _dispatch(self, now: float) -> None:
+        if self.paused:
+            return
+        while self._timer and self._timer[0][0] <= now:
+            at, _, host = heapq.heappop(self._timer)
+            slot = self._slots.get(host)
+            if slot is None or slot.wake_at != at:
+                continue
+            slot.wake_at = None
+            if slot.state.next_allowed_at > now:
+                self._schedule(host, slot, slot.state.next_allowed_at)
+                continue
+            slot.ready = True
+            prio = slot.head[0].priority if slot.head else 0
+            heapq.heappush(self._ready, (prio, next(self._seq), host))
+        while self._ready and self._outstanding < self.max_outstanding:
+            if self._budget_exhausted():
+                return
+            _, _, host = heapq.heappop(self._ready)
+            slot = self._slots[host]
+            slot.ready = False
+            await self._dispatch_host(host, slot, now)
+
+    def _budget_exhausted(self) -> bool:
+        cap = self.settings.crawl.max_pages
+        if cap and self.counters.dispatched >= cap:
+            if not self._budget_spent:
+                log.info("page budget of %d reached; no more dispatches this run", cap)
+            self._budget_spent = True
+            self._ready.clear()
+            self._timer.clear()
+            for slot in self._slots.values():
+                slot.ready = False
+                slot.wake_at = None
+            return True
+        return False
+
+    async def _dispatch_host(self, host: str, slot: HostSlot, now: float) -> None:
+        state = slot.state
+        cap = self.rules.page_cap(host, state)
+        if state.page_count + slot.in_flight >= cap or state.blocked:
+            if slot.in_flight == 0:
+                await self._close_host(host, slot, Reason.BLOCKED if state.blocked
+                                       else Reason.HOST_CAP)
+            return
+        if not slot.head:
+            slot.head.extend(await self.store.due_urls(host, now, HEAD_SIZE))
+        if not slot.head:
+            nxt = await self.store.next_due_time(host)
+            if nxt is not None:
+                self._schedule(host, slot, nxt)
+            elif slot.in_flight == 0:
+                del self._slots[host]  # idle: its row is in the store
+            return
+        row = slot.head.popleft()
+        row.status = UrlStatus.IN_FLIGHT
+        row.attempts += 1
+        slot.in_flight += 1
+        self._outstanding += 1
+        self.counters.dispatched += 1
+        await self.store.put_url(row)
+        delay = politeness_delay(state, self.settings.politeness, self.delay_overrides)
+        task = FetchTask(task_id=uuid.uuid4().hex, url=row.url, host=host, depth=row.depth,
+                         priority=row.priority, attempt=row.attempts, hops=row.hops,
+                         etag=row.etag, last_modified=row.last_modified, delay=delay,
+                         issued_at=now)
+        await self.bus.publish(Topic.FETCH, host, task)
+        if slot.in_flight < self.settings.politeness.max_in_flight_per_host:
+            self._schedule(host, slot, now)
+
+    async def _close_host(self, host: str, slot: HostSlot, reason: Reason) -> None:
+        """Reject every queued URL of a host that reached its cap or was blocked."""
+        if reason is Reason.HOST_CAP and not slot.state.capped:
+            slot.state.capped = True
+            await self.store.put_host(slot.state)
+        pending = list(slot.head)
+        slot.head.clear()
+        while True:
+            rows = pending or await self.store.urls_with_status(UrlStatus.QUEUED, 500, host)
+            pending = []
+            if not rows:
+                break
+            for r in rows:
+                r.status = UrlStatus.REJECTED
+                r.reason = reason
+            await self.store.put_urls(rows)
+            self.counters.rejected[reason.value] += len(rows)
+        del self._slots[host]
+
+    # ------------------------------------------------------------------ operator
+
+    async def set_host(self, host: str, *, delay: float | None = None,
+                       blocked: bool | None = None, max_pages: int | None = None) -> HostState:
+        async with self._lock:
+            slot = await self._slot(host)
+            if delay is not None:
+                slot.state.delay_override = delay
+            if blocked is not None:
+                slot.state.blocked = blocked
+            if max_pages is not None:
+                slot.state.max_pages = max_pages
+                slot.state.capped = False
+            await self.store.put_host(slot.state)
+            self._schedule(host, slot, slot.state.next_allowed_at)
+        self._wake.set()
+        return slot.state
+
+
+def _replay_result(row: UrlState) -> FetchResult:
+    """A FetchResult rebuilt from a FETCHED row, to hand it to the parser again."""
+    task = FetchTask(task_id="replay", url=row.url, host=row.host, depth=row.depth,
+                     priority=row.priority, attempt=row.attempts, hops=row.hops)
+    return FetchResult(task=task, outcome=FetchOutcome.OK, status=row.http_status or 200,
+                       fetched_at=row.last_fetch_at or 0.0, record=row.record,
+                       content_hash=row.content_hash, duplicate_of=row.duplicate_of,
+                       etag=row.etag, last_modified=row.last_modified)
+
+
+def links_by_host(links: Sequence[Link]) -> dict[str, list[Link]]:
+    out: dict[str, list[Link]] = {}
+    for link in links:
+        try:
+            out.setdefault(urls.host_key(link.url), []).append(link)
+        except urls.UrlError:
+            continue
+    return out

@@ -1,0 +1,84 @@
+"""Crawl statistics, read from the durable state (so they survive restarts)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from common.messages import Reason, UrlStatus
+from common.ports import StateStore
+
+TRAP_REASONS = (Reason.TRAP_LENGTH, Reason.TRAP_SEGMENTS, Reason.TRAP_REPEAT,
+                Reason.TRAP_QUERY, Reason.DEPTH, Reason.REDIRECT_CAP)
+ERROR_REASONS = (Reason.HTTP_ERROR, Reason.TOO_LARGE, Reason.BAD_CONTENT_TYPE, Reason.SSRF,
+                 Reason.DEAD, Reason.PARSE_ERROR, Reason.NOT_HTTP, Reason.INVALID_URL)
+
+
+class CrawlStats(msgspec.Struct, kw_only=True):
+    """The figures a crawl reports (``crawler crawl``, ``GET /v1/stats``)."""
+
+    fetched: int = 0  # page requests that reached a server (robots.txt not counted)
+    kept: int = 0  # stored pages that are neither exact nor near duplicates
+    exact_duplicates: int = 0
+    near_duplicates: int = 0
+    not_modified: int = 0
+    redirects: int = 0
+    robots_blocked: int = 0
+    blocked: int = 0  # operator blocks
+    host_capped_urls: int = 0
+    hosts_capped: int = 0
+    trap_cut: int = 0  # URLs cut by length, segment, repeat, query, depth and hop caps
+    errors: dict[str, int] = msgspec.field(default_factory=dict)
+    dead: int = 0
+    queued: int = 0
+    in_flight: int = 0
+    awaiting_parse: int = 0
+    known_urls: int = 0
+    hosts: int = 0
+    seen_filter_skipped: int = 0  # this run: links the seen filter dropped
+    invalid_links: int = 0  # this run: links that were not crawlable URLs
+
+
+def stats_from_counts(counts: Mapping[tuple[str, str], int], *, fetched: int,
+                      hosts: int, hosts_capped: int, seen_skipped: int = 0,
+                      invalid: int = 0) -> CrawlStats:
+    """Pure: fold (status, reason) counts into :class:`CrawlStats`."""
+
+    def n(status: UrlStatus, reason: Reason | None) -> int:
+        return counts.get((status.value, reason.value if reason else ""), 0)
+
+    def any_status(reason: Reason) -> int:
+        return sum(v for (_, r), v in counts.items() if r == reason.value)
+
+    errors = {r.value: any_status(r) for r in ERROR_REASONS if any_status(r)}
+    return CrawlStats(
+        fetched=fetched,
+        kept=n(UrlStatus.DONE, None),
+        exact_duplicates=any_status(Reason.DUPLICATE),
+        near_duplicates=any_status(Reason.NEAR_DUPLICATE),
+        not_modified=any_status(Reason.NOT_MODIFIED),
+        redirects=any_status(Reason.REDIRECTED),
+        robots_blocked=any_status(Reason.ROBOTS),
+        blocked=any_status(Reason.BLOCKED),
+        host_capped_urls=any_status(Reason.HOST_CAP),
+        hosts_capped=hosts_capped,
+        trap_cut=sum(any_status(r) for r in TRAP_REASONS),
+        errors=errors,
+        dead=sum(v for (s, _), v in counts.items() if s == UrlStatus.DEAD.value),
+        queued=sum(v for (s, _), v in counts.items() if s == UrlStatus.QUEUED.value),
+        in_flight=sum(v for (s, _), v in counts.items() if s == UrlStatus.IN_FLIGHT.value),
+        awaiting_parse=sum(v for (s, _), v in counts.items() if s == UrlStatus.FETCHED.value),
+        known_urls=sum(counts.values()),
+        hosts=hosts,
+        seen_filter_skipped=seen_skipped,
+        invalid_links=invalid,
+    )
+
+
+async def collect(store: StateStore, *, seen_skipped: int = 0, invalid: int = 0) -> CrawlStats:
+    counts = await store.count_urls()
+    hosts = await store.list_hosts()
+    return stats_from_counts(counts, fetched=sum(h.page_count for h in hosts),
+                             hosts=len(hosts), hosts_capped=sum(1 for h in hosts if h.capped),
+                             seen_skipped=seen_skipped, invalid=invalid)
