@@ -18,6 +18,7 @@ store and messages on and off the bus.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import logging
@@ -165,7 +166,9 @@ class Frontier:
                                                      kind=LinkKind.SEED))
         for host, links in by_host.items():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
-        return sum(len(v) for v in by_host.values()) - 0 * bad
+        if bad:
+            log.warning("%d seed URLs were not crawlable URLs", bad)
+        return sum(len(v) for v in by_host.values())
 
     # ------------------------------------------------------------------ handlers
 
@@ -309,10 +312,8 @@ class Frontier:
                 timeout = max(0.0, self._timer[0][0] - self.clock())
             if self._ready and self._outstanding < self.max_outstanding and not self.paused:
                 timeout = 0.0
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
-            except TimeoutError:
-                pass
 
     async def _dispatch(self, now: float) -> None:
         if self.paused:

@@ -43,7 +43,8 @@ def test_growth_moves_about_one_in_n_plus_one(n: int) -> None:
     mod_moved = sum(1 for h in HOSTS
                     if zlib.crc32(h.encode()) % n != zlib.crc32(h.encode()) % (n + 1)) / len(HOSTS)
     ideal = 1 / (n + 1)
-    print(f"N={n}: ring moved {moved:.3f} of hosts (ideal {ideal:.3f}); mod-N moved {mod_moved:.3f}")
+    print(f"N={n}: ring moved {moved:.3f} of hosts (ideal {ideal:.3f}); "
+          f"mod-N moved {mod_moved:.3f}")
     assert abs(moved - ideal) < 0.35 * ideal
     assert mod_moved > 0.45
     # every moved host goes to the new partition, none between old ones
