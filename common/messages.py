@@ -148,6 +148,8 @@ class FetchTask(_Msg, frozen=True, kw_only=True):
     hops: int = 0
     etag: str | None = None
     last_modified: str | None = None
+    previous_fetch_at: float | None = None  # when the stored copy was fetched (refresh)
+    previous_record: RecordPointer | None = None  # the stored copy, for revisit records
     delay: float = 1.0  # the host's politeness gap (seconds), also kept after robots.txt
     issued_at: float = 0.0
 

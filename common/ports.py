@@ -191,6 +191,14 @@ class BlobStore(Protocol):
 
     def read(self, pointer: RecordPointer) -> bytes: ...
 
+    def set_file_header(self, stream: str, header: Callable[[str], bytes] | None) -> None:
+        """Begin every new file of ``stream`` with ``header(file)`` (a WARC warcinfo record).
+
+        The header is written when the file is created, before its first record, so
+        it is the first record of every file however files roll over.
+        """
+        ...
+
     def flush(self) -> None: ...
 
     def close(self) -> None: ...

@@ -1,0 +1,625 @@
+"""Install, start, check and stop one-node Apache Kafka and Apache Cassandra on 127.0.0.1.
+
+The servers are the genuine Apache builds: their published jars and runtime dependencies are
+fetched from Maven Central with ``mvn dependency:copy-dependencies`` into
+``.cache/servers/<name>-<version>/lib`` and run with ``java -cp``. Configuration templates live
+beside this file; runtime data, logs, rendered configuration and PID files go to
+``var/<name>/``. Stopping only ever signals the PID written in ``var/<name>/<name>.pid``, and
+only when that process's command line carries this repository's marker for that server.
+
+Usage: scripts/servers install|start|stop|status|env [kafka|cassandra|all]
+
+Environment:
+  KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_HEAP (512m), KAFKA_JVM_OPTS
+  CASSANDRA_PORT (9042), CASSANDRA_STORAGE_PORT (7000), CASSANDRA_JVM_OPTS,
+  CASSANDRA_HEAP (largest heap, 1g), CASSANDRA_HEAP_MIN (heap at start, 256m; Cassandra
+      locks the memory it has at start with mlockall when it may, so this is what stays
+      resident at least), CASSANDRA_JMX_PORT (unset: no JMX; set: local-only JMX there)
+  KAFKA_BOOTSTRAP, CASSANDRA_HOSTS: existing servers to use; ``start`` then leaves that
+      server alone and only checks that it answers
+  SERVERS_START_TIMEOUT (180 s), SERVERS_STOP_TIMEOUT (Kafka 30 s, Cassandra 60 s), JAVA_HOME
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CACHE = ROOT / ".cache" / "servers"
+VAR = ROOT / "var"
+
+KAFKA_VERSION = "4.1.2"
+CASSANDRA_VERSION = "5.0.9"
+LOCALHOST = "127.0.0.1"
+
+
+class ServerError(RuntimeError):
+    """A server could not be installed, started, checked or stopped."""
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, "").strip() or default
+
+
+def env_int(name: str, default: int) -> int:
+    raw = env_str(name, str(default))
+    try:
+        return int(raw)
+    except ValueError:
+        raise ServerError(f"{name}={raw!r} is not a whole number") from None
+
+
+def env_port(name: str, default: int) -> int:
+    port = env_int(name, default)
+    if not 0 < port < 65536:
+        raise ServerError(f"{name}={port} is not a TCP port")
+    return port
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def render(template: str, **values: object) -> str:
+    """The template file's text with ``${name}`` replaced by the given values."""
+    text = (HERE / template).read_text(encoding="utf-8")
+    return string.Template(text).substitute({k: str(v) for k, v in values.items()})
+
+
+def split_hostport(address: str, default_port: int) -> tuple[str, int]:
+    host, sep, port = address.strip().rpartition(":")
+    if not sep:
+        return address.strip(), default_port
+    return host.strip("[]"), int(port)
+
+
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def options_file(name: str) -> list[str]:
+    """The flags in a JVM options file beside this script: lines that start with '-'."""
+    lines = (HERE / name).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip().startswith("-")]
+
+
+def java_command() -> str:
+    home = os.environ.get("JAVA_HOME", "").strip()
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise ServerError("java not found: install a JDK 17 or set JAVA_HOME")
+    return java
+
+
+def java_major(java: str) -> int:
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=True).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not match:
+        raise ServerError(f"cannot tell the Java version from: {out.strip()}")
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+# ---------------------------------------------------------------------------- process helpers
+
+
+def read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def process_alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def process_cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def tail(path: Path, lines: int = 20, offset: int = 0) -> str:
+    """The last lines of a file, of what was written after byte ``offset``."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return f"(no {path})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def sizes(paths: list[Path]) -> dict[Path, int]:
+    return {p: p.stat().st_size for p in paths if p.exists()}
+
+
+# ------------------------------------------------------------------------------------ servers
+
+
+@dataclass
+class Server:
+    """One local server: how to fetch it, configure it, run it and tell that it is ready."""
+
+    name: str
+    version: str
+    main_class: str
+    port: int
+    external_var: str  # names existing servers to use instead of starting one
+    default_stop_timeout: float
+    # where each log file ended before this start: failures show only what follows
+    log_offsets: dict[Path, int] = field(default_factory=dict)
+
+    # -- paths
+    @property
+    def home(self) -> Path:
+        return CACHE / f"{self.name}-{self.version}"
+
+    @property
+    def lib(self) -> Path:
+        return self.home / "lib"
+
+    @property
+    def var(self) -> Path:
+        return VAR / self.name
+
+    @property
+    def pid_file(self) -> Path:
+        return self.var / f"{self.name}.pid"
+
+    @property
+    def console_log(self) -> Path:
+        return self.var / "console.log"
+
+    @property
+    def marker(self) -> str:
+        """A JVM flag that marks this repository's process for this server."""
+        return f"-Dlocal.servers.home={self.var}"
+
+    # -- subclass hooks
+    def prepare(self, java: str) -> list[str]:
+        """Write the configuration and return the JVM arguments before the main class."""
+        raise NotImplementedError
+
+    def program_args(self) -> list[str]:
+        return []
+
+    def ready(self, host: str, port: int) -> str | None:
+        """A short description of the running server, or None while it does not answer."""
+        raise NotImplementedError
+
+    def ports(self) -> str:
+        """The local ports this server listens on, as recorded beside its PID file."""
+        return str(self.port)
+
+    def check_java(self, major: int) -> None:
+        if major < 17:
+            raise ServerError(f"{self.name} needs Java 17 or newer, found Java {major}")
+
+    def env_lines(self) -> list[str]:
+        raise NotImplementedError
+
+    # -- install
+    def installed(self) -> bool:
+        stamp = self.home / "installed.txt"
+        if not stamp.exists():
+            return False
+        jars = stamp.read_text().split()
+        return bool(jars) and all((self.lib / jar).exists() for jar in jars)
+
+    def install(self, *, quiet: bool = False) -> None:
+        if self.installed():
+            if not quiet:
+                log(f"{self.name} {self.version}: installed in {self.lib}")
+            return
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise ServerError("mvn (Apache Maven) not found: it fetches the server jars")
+        self.home.mkdir(parents=True, exist_ok=True)
+        pom = self.home / "pom.xml"
+        pom.write_text(render(f"{self.name}-pom.xml", version=self.version), encoding="utf-8")
+        staging = self.home / "lib.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        log(f"{self.name} {self.version}: fetching jars from Maven Central ...")
+        started = time.monotonic()
+        cmd = [mvn, "-B", "-q", "--strict-checksums", "-f", str(pom),
+               "dependency:copy-dependencies", "-DincludeScope=runtime",
+               f"-DoutputDirectory={staging}"]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise ServerError(f"mvn failed for {self.name} {self.version}:\n"
+                              f"{result.stdout[-4000:]}{result.stderr[-4000:]}")
+        jars = sorted(p.name for p in staging.glob("*.jar"))
+        if not jars:
+            raise ServerError(f"mvn copied no jars for {self.name} {self.version}")
+        shutil.rmtree(self.lib, ignore_errors=True)
+        staging.rename(self.lib)
+        (self.home / "installed.txt").write_text("\n".join(jars) + "\n")
+        log(f"{self.name} {self.version}: {len(jars)} jars in {self.lib} "
+            f"({time.monotonic() - started:.1f} s)")
+
+    # -- run state
+    def running_pid(self) -> int | None:
+        """The PID from the PID file, if that process is alive and is ours."""
+        pid = read_pid(self.pid_file)
+        if pid is None or not process_alive(pid):
+            return None
+        if self.marker not in process_cmdline(pid):
+            return None
+        return pid
+
+    def external(self) -> str | None:
+        return os.environ.get(self.external_var, "").strip() or None
+
+    def endpoint(self) -> tuple[str, int]:
+        ext = self.external()
+        if ext:
+            return split_hostport(ext.split(",")[0], self.port)
+        return LOCALHOST, self.port
+
+    # -- start
+    def spawn(self) -> subprocess.Popen[bytes] | None:
+        """Start the server in the background; None when there is nothing to start."""
+        ext = self.external()
+        if ext:
+            log(f"{self.name}: using the existing server {self.external_var}={ext}")
+            return None
+        pid = self.running_pid()
+        if pid:
+            ports_file = self.var / "ports"
+            running = ports_file.read_text().strip() if ports_file.exists() else ""
+            if running != self.ports():
+                raise ServerError(f"{self.name}: already running (pid {pid}) with ports "
+                                  f"{running or '?'}, not {self.ports()}; stop it first")
+            log(f"{self.name}: already running (pid {pid})")
+            return None
+        if port_open(LOCALHOST, self.port):
+            raise ServerError(
+                f"{self.name}: port {self.port} on {LOCALHOST} is taken by another process; "
+                f"set {self.external_var} to use that server, or choose another port")
+        self.install(quiet=True)
+        java = java_command()
+        self.check_java(java_major(java))
+        for sub in ("conf", "data", "logs"):
+            (self.var / sub).mkdir(parents=True, exist_ok=True)
+        cmd = [java, self.marker, *self.prepare(java), "-cp", f"{self.lib}/*",
+               self.main_class, *self.program_args()]
+        self.log_offsets = sizes([self.console_log, *self.log_files()])
+        with self.console_log.open("ab") as out:
+            out.write(f"\n--- start {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+            out.flush()
+            proc = subprocess.Popen(cmd, cwd=self.var, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid_file.write_text(f"{proc.pid}\n")
+        (self.var / "ports").write_text(self.ports() + "\n")
+        log(f"{self.name}: started pid {proc.pid}, logs in {self.var / 'logs'}")
+        return proc
+
+    def wait_ready(self, proc: subprocess.Popen[bytes] | None, timeout: float,
+                   started: float) -> None:
+        host, port = self.endpoint()
+        deadline = started + timeout
+        while True:
+            if proc is not None and proc.poll() is not None:
+                self.pid_file.unlink(missing_ok=True)
+                raise ServerError(
+                    f"{self.name}: exited with code {proc.returncode} before it was ready.\n"
+                    f"{self.log_tail()}")
+            info = self.ready(host, port) if port_open(host, port) else None
+            if info:
+                pid = proc.pid if proc is not None else (
+                    None if self.external() else self.running_pid())
+                rss = rss_mib(pid) if pid else None
+                mem = f", rss {rss:.0f} MiB" if rss is not None else ""
+                log(f"{self.name}: ready on {host}:{port} after "
+                    f"{time.monotonic() - started:.1f} s ({info}{mem})")
+                return
+            if time.monotonic() > deadline:
+                if proc is not None:
+                    self.stop()
+                raise ServerError(f"{self.name}: not ready on {host}:{port} within "
+                                  f"{timeout:.0f} s.\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def log_files(self) -> list[Path]:
+        return sorted((self.var / "logs").glob("*.log"))
+
+    def log_tail(self) -> str:
+        """What the server wrote since it was started here: console, then its logs."""
+        return "\n".join(f"--- {path}\n{tail(path, offset=self.log_offsets.get(path, 0))}"
+                         for path in [self.console_log, *self.log_files()])
+
+    # -- stop
+    def signal_stop(self) -> int | None:
+        pid = read_pid(self.pid_file)
+        if pid is None:
+            log(f"{self.name}: not running (no PID file)")
+            return None
+        if self.running_pid() is None:
+            log(f"{self.name}: not running (pid {pid} is gone or is not this server)")
+            self.pid_file.unlink(missing_ok=True)
+            return None
+        log(f"{self.name}: stopping pid {pid}")
+        os.kill(pid, signal.SIGTERM)
+        return pid
+
+    def wait_stopped(self, pid: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while process_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if process_alive(pid):
+            log(f"{self.name}: still running after {timeout:.0f} s, sending SIGKILL")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            while process_alive(pid):
+                time.sleep(0.1)
+        self.pid_file.unlink(missing_ok=True)
+        log(f"{self.name}: stopped")
+
+    def stop(self) -> None:
+        pid = self.signal_stop()
+        if pid is not None:
+            self.wait_stopped(pid, stop_timeout(self))
+
+    # -- status
+    def status(self) -> bool:
+        ext = self.external()
+        host, port = self.endpoint()
+        pid = None if ext else self.running_pid()
+        info = self.ready(host, port) if port_open(host, port) else None
+        where = f"existing server {self.external_var}={ext}" if ext else (
+            f"pid {pid}" if pid else "not started here")
+        rss = rss_mib(pid) if pid else None
+        mem = f", rss {rss:.0f} MiB" if rss is not None else ""
+        state = f"ready on {host}:{port} ({info})" if info else f"not answering on {host}:{port}"
+        log(f"{self.name}: {state}; {where}{mem}")
+        return info is not None
+
+
+def stop_timeout(server: Server) -> float:
+    return float(env_int("SERVERS_STOP_TIMEOUT", int(server.default_stop_timeout)))
+
+
+class Kafka(Server):
+    def __init__(self) -> None:
+        super().__init__(name="kafka", version=KAFKA_VERSION, main_class="kafka.Kafka",
+                         port=env_port("KAFKA_PORT", 9092), external_var="KAFKA_BOOTSTRAP",
+                         default_stop_timeout=30)
+        self.controller_port = env_port("KAFKA_CONTROLLER_PORT", 9093)
+
+    def ports(self) -> str:
+        return f"{self.port} {self.controller_port}"
+
+    @property
+    def config(self) -> Path:
+        return self.var / "conf" / "server.properties"
+
+    def jvm_options(self) -> list[str]:
+        heap = env_str("KAFKA_HEAP", "512m")
+        return [f"-Xms{heap}", f"-Xmx{heap}", *options_file("kafka-jvm.options"),
+                f"-Dlog4j2.configurationFile={HERE / 'kafka-log4j2.xml'}",
+                f"-Dkafka.logs.dir={self.var / 'logs'}",
+                *os.environ.get("KAFKA_JVM_OPTS", "").split()]
+
+    def prepare(self, java: str) -> list[str]:
+        if port_open(LOCALHOST, self.controller_port):
+            raise ServerError(f"kafka: controller port {self.controller_port} is taken; "
+                              "set KAFKA_CONTROLLER_PORT")
+        data = self.var / "data"
+        self.config.write_text(render("kafka-server.properties", port=self.port,
+                                      controller_port=self.controller_port, data_dir=data))
+        jvm = self.jvm_options()
+        if not (data / "meta.properties").exists():
+            cluster_id = new_cluster_id()
+            log(f"kafka: formatting {data} (cluster id {cluster_id})")
+            cmd = [java, *jvm, "-cp", f"{self.lib}/*", "kafka.tools.StorageTool", "format",
+                   "--config", str(self.config), "--cluster-id", cluster_id]
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                                    timeout=120)
+            if result.returncode != 0:
+                raise ServerError(f"kafka storage format failed:\n{result.stdout}{result.stderr}")
+        return jvm
+
+    def program_args(self) -> list[str]:
+        return [str(self.config)]
+
+    def ready(self, host: str, port: int) -> str | None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "log_level": 0,
+                             "socket.timeout.ms": 3000})
+        try:
+            meta = admin.list_topics(timeout=3)
+        except Exception:
+            return None
+        if not meta.brokers:
+            return None
+        return f"cluster {meta.cluster_id}, {len(meta.brokers)} broker(s)"
+
+    def env_lines(self) -> list[str]:
+        bootstrap = self.external() or f"{LOCALHOST}:{self.port}"
+        return [f"CRAWLER_BUS_KAFKA_BOOTSTRAP={bootstrap}"]
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes in URL-safe base64 without padding."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):  # Kafka avoids ids that look like a flag
+            return cid
+
+
+class Cassandra(Server):
+    def __init__(self) -> None:
+        super().__init__(name="cassandra", version=CASSANDRA_VERSION,
+                         main_class="org.apache.cassandra.service.CassandraDaemon",
+                         port=env_port("CASSANDRA_PORT", 9042), external_var="CASSANDRA_HOSTS",
+                         default_stop_timeout=60)
+        self.storage_port = env_port("CASSANDRA_STORAGE_PORT", 7000)
+
+    def ports(self) -> str:
+        jmx = os.environ.get("CASSANDRA_JMX_PORT", "").strip()
+        return f"{self.port} {self.storage_port}" + (f" {jmx}" if jmx else "")
+
+    def check_java(self, major: int) -> None:
+        if major not in (11, 17):
+            raise ServerError(f"Cassandra {self.version} runs on Java 11 or 17, found Java "
+                              f"{major}: set JAVA_HOME to a JDK 17")
+
+    def prepare(self, java: str) -> list[str]:
+        if port_open(LOCALHOST, self.storage_port):
+            raise ServerError(f"cassandra: storage port {self.storage_port} is taken; "
+                              "set CASSANDRA_STORAGE_PORT")
+        config = self.var / "conf" / "cassandra.yaml"
+        data = self.var / "data"
+        config.write_text(render("cassandra.yaml", port=self.port,
+                                 storage_port=self.storage_port, data_dir=data))
+        jamm = sorted(self.lib.glob("jamm-*.jar"))
+        jmx_port = os.environ.get("CASSANDRA_JMX_PORT", "").strip()
+        jmx = [f"-Dcassandra.jmx.local.port={env_port('CASSANDRA_JMX_PORT', 7199)}",
+               "-Dcom.sun.management.jmxremote.authenticate=false"] if jmx_port else []
+        heap_min = env_str("CASSANDRA_HEAP_MIN", "256m")
+        heap_max = env_str("CASSANDRA_HEAP", "1g")
+        return [f"-Xms{heap_min}", f"-Xmx{heap_max}", *options_file("cassandra-jvm17.options"),
+                *([f"-javaagent:{jamm[-1]}"] if jamm else []),
+                *jmx,
+                f"-Dcassandra.config=file://{config}",
+                f"-Dcassandra.storagedir={data}",
+                f"-Dcassandra.logdir={self.var / 'logs'}",
+                f"-Dlogback.configurationFile={HERE / 'cassandra-logback.xml'}",
+                f"-XX:HeapDumpPath={self.var / 'logs'}",
+                *os.environ.get("CASSANDRA_JVM_OPTS", "").split()]
+
+    def ready(self, host: str, port: int) -> str | None:
+        import logging
+
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra.policies import RoundRobinPolicy
+
+        logging.getLogger("cassandra").setLevel(logging.CRITICAL)
+        profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=5)
+        cluster = Cluster([host], port=port, connect_timeout=3, control_connection_timeout=3,
+                          execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+        try:
+            session = cluster.connect()
+            row = session.execute("SELECT release_version FROM system.local").one()
+        except Exception:
+            return None
+        finally:
+            cluster.shutdown()
+        return f"Cassandra {row[0]}" if row else None
+
+    def endpoint(self) -> tuple[str, int]:
+        ext = self.external()
+        if ext:
+            return ext.split(",")[0].strip(), self.port
+        return LOCALHOST, self.port
+
+    def env_lines(self) -> list[str]:
+        hosts = self.external() or LOCALHOST
+        return [f"CRAWLER_STORE_CASSANDRA_HOSTS={hosts}",
+                f"CRAWLER_STORE_CASSANDRA_PORT={self.port}"]
+
+
+# ----------------------------------------------------------------------------------- commands
+
+
+def pick(which: str) -> list[Server]:
+    servers: dict[str, Callable[[], Server]] = {"kafka": Kafka, "cassandra": Cassandra}
+    if which == "all":
+        return [make() for make in servers.values()]
+    return [servers[which]()]
+
+
+def cmd_start(servers: list[Server]) -> None:
+    timeout = float(env_int("SERVERS_START_TIMEOUT", 180))
+    for server in servers:  # fetch first, so that start-up times are not spent downloading
+        if not server.external():
+            server.install(quiet=True)
+    launched: list[tuple[Server, subprocess.Popen[bytes] | None, float]] = []
+    try:
+        for server in servers:  # start all, then wait: the servers start side by side
+            started = time.monotonic()
+            launched.append((server, server.spawn(), started))
+        for server, proc, started in launched:
+            server.wait_ready(proc, timeout, started)
+    except BaseException:
+        for server, proc, _ in launched:  # leave nothing half-started behind
+            if proc is not None and proc.poll() is None:
+                server.stop()
+        raise
+
+
+def cmd_stop(servers: list[Server]) -> None:
+    pending = [(server, server.signal_stop()) for server in servers]
+    for server, pid in pending:
+        if pid is not None:
+            server.wait_stopped(pid, stop_timeout(server))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/servers", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("install", "start", "stop", "status", "env"))
+    parser.add_argument("which", nargs="?", default="all", choices=("kafka", "cassandra", "all"))
+    args = parser.parse_args(argv)
+    try:
+        servers = pick(args.which)
+        if args.command == "install":
+            for server in servers:
+                server.install()
+        elif args.command == "start":
+            cmd_start(servers)
+        elif args.command == "stop":
+            cmd_stop(servers)
+        elif args.command == "status":
+            return 0 if all([server.status() for server in servers]) else 3
+        else:
+            for server in servers:
+                print("\n".join(server.env_lines()))
+    except ServerError as exc:
+        print(f"scripts/servers: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
