@@ -1,0 +1,574 @@
+"""The embedded-mode :class:`~common.ports.StateStore`: one SQLite file in WAL mode.
+
+Tables mirror the cluster data model (see the design's Data section):
+
+- ``url_state`` (host, url) -> the :class:`~common.ports.UrlState` fields, the record
+  pointer as three columns (``record_file``, ``record_offset``, ``record_length``);
+- ``hosts`` (host) -> :class:`~common.ports.HostState`;
+- ``robots`` (origin) -> :class:`~common.ports.RobotsRecord`;
+- ``content`` (content_hash) -> the first (url, record) that held a body;
+- ``simhash_blocks`` (key, url) -> simhash, for near-duplicate candidates;
+- ``url_counts`` (status, reason) -> number of url_state rows, kept by triggers;
+- ``meta`` (name) -> integer counters (the next discovery sequence number);
+- ``schema_version``: one row, the schema's version, for later migrations.
+
+SimHash values and block keys are unsigned 64-bit numbers; SQLite integers are signed,
+so they are stored two's-complement and turned back on the way out.
+
+Every query that runs per fetch walks an index: ``due_urls`` reads
+``url_due (host, status, priority, depth, seq, next_fetch_at)`` in order and stops after
+``limit`` rows, ``next_due_time`` reads one entry of ``url_next (host, status,
+next_fetch_at)``, and ``hosts_with_status`` skips from host to host through
+``url_status (status, host)``. ``count_urls`` reads ``url_counts``, a small table
+of counts by (status, reason) that triggers on ``url_state`` keep up to date in the
+same transaction as the change.
+
+Blocking calls run on one dedicated worker thread that owns the only connection, so
+the event loop never waits on the disk and calls are applied in the order they were
+made. Each call that writes is one transaction: a process killed mid-write leaves the
+file as it was before or after that call, never in between (SQLite's WAL). With
+``synchronous=NORMAL`` a power cut can lose the last transactions, never consistency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from os import PathLike
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from common.messages import RecordPointer, UrlStatus
+from common.ports import HostState, RobotsRecord, UrlState
+
+__all__ = ["SCHEMA_VERSION", "SchemaError", "SqliteStateStore"]
+
+SCHEMA_VERSION = 1
+
+_U64 = 1 << 64
+_I63 = 1 << 63
+_KEYS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
+
+R = TypeVar("R")
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+class SchemaError(RuntimeError):
+    """The database file does not match the schema this code expects."""
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS url_state (
+    host TEXT NOT NULL,
+    url TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT,
+    detail TEXT,
+    depth INTEGER NOT NULL,
+    priority INTEGER NOT NULL,
+    hops INTEGER NOT NULL,
+    source TEXT,
+    discovered_at REAL NOT NULL,
+    seq INTEGER NOT NULL,
+    last_fetch_at REAL,
+    next_fetch_at REAL NOT NULL,
+    attempts INTEGER NOT NULL,
+    http_status INTEGER,
+    etag TEXT,
+    last_modified TEXT,
+    content_hash TEXT,
+    simhash INTEGER,
+    duplicate_of TEXT,
+    revisit_interval REAL,
+    record_file TEXT,
+    record_offset INTEGER,
+    record_length INTEGER,
+    PRIMARY KEY (host, url)
+);
+CREATE INDEX IF NOT EXISTS url_due
+    ON url_state (host, status, priority, depth, seq, next_fetch_at);
+CREATE INDEX IF NOT EXISTS url_next ON url_state (host, status, next_fetch_at);
+CREATE INDEX IF NOT EXISTS url_status ON url_state (status, host);
+CREATE TABLE IF NOT EXISTS url_counts (
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (status, reason)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS url_counts_insert AFTER INSERT ON url_state BEGIN
+    INSERT INTO url_counts (status, reason, n) VALUES (new.status, COALESCE(new.reason, ''), 1)
+        ON CONFLICT (status, reason) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS url_counts_update AFTER UPDATE OF status, reason ON url_state
+WHEN old.status IS NOT new.status OR old.reason IS NOT new.reason BEGIN
+    UPDATE url_counts SET n = n - 1
+        WHERE status = old.status AND reason = COALESCE(old.reason, '');
+    INSERT INTO url_counts (status, reason, n) VALUES (new.status, COALESCE(new.reason, ''), 1)
+        ON CONFLICT (status, reason) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS url_counts_delete AFTER DELETE ON url_state BEGIN
+    UPDATE url_counts SET n = n - 1
+        WHERE status = old.status AND reason = COALESCE(old.reason, '');
+END;
+CREATE TABLE IF NOT EXISTS hosts (
+    host TEXT PRIMARY KEY,
+    crawl_delay REAL,
+    delay_override REAL,
+    blocked INTEGER NOT NULL,
+    max_pages INTEGER,
+    page_count INTEGER NOT NULL,
+    next_allowed_at REAL NOT NULL,
+    last_response_time REAL NOT NULL,
+    capped INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS robots (
+    origin TEXT PRIMARY KEY,
+    status INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    fetched_at REAL NOT NULL,
+    expires_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS content (
+    content_hash TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    record_file TEXT,
+    record_offset INTEGER,
+    record_length INTEGER
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS simhash_blocks (
+    key INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    simhash INTEGER NOT NULL,
+    PRIMARY KEY (key, url)
+) WITHOUT ROWID;
+"""
+
+
+def _to_signed(value: int) -> int:
+    """An unsigned 64-bit number as the signed integer SQLite can hold."""
+    if not 0 <= value < _U64:
+        raise ValueError(f"{value!r} is not an unsigned 64-bit number")
+    return value - _U64 if value >= _I63 else value
+
+
+def _to_unsigned(value: int) -> int:
+    return value + _U64 if value < 0 else value
+
+
+class _Codec(Generic[S]):
+    """Turns a msgspec struct into a table row and back, in field order.
+
+    A :class:`RecordPointer` field ``f`` becomes three columns ``f_file``, ``f_offset``
+    and ``f_length``; ``unsigned`` fields are 64-bit numbers stored two's-complement;
+    bool fields are stored as 0/1. Rows read back are validated by ``msgspec.convert``.
+    """
+
+    def __init__(self, cls: type[S], *, pointer: str | None = None,
+                 unsigned: frozenset[str] = frozenset()) -> None:
+        self.cls = cls
+        fields = msgspec.structs.fields(cls)
+        self._names = tuple(f.name for f in fields)
+        self._bools = tuple(f.name for f in fields if f.type is bool)
+        self._pointer_at = self._names.index(pointer) if pointer is not None else None
+        self._unsigned_at = tuple(self._names.index(n) for n in sorted(unsigned))
+        columns: list[str] = []
+        for name in self._names:
+            if name == pointer:
+                columns += [f"{name}_file", f"{name}_offset", f"{name}_length"]
+            else:
+                columns.append(name)
+        self.columns: tuple[str, ...] = tuple(columns)
+        self.select = ", ".join(self.columns)
+
+    def encode(self, obj: S) -> list[Any]:
+        values: list[Any] = list(msgspec.structs.astuple(obj))
+        for i in self._unsigned_at:
+            if values[i] is not None:
+                values[i] = _to_signed(values[i])
+        at = self._pointer_at
+        if at is not None:
+            pointer = values[at]
+            values[at:at + 1] = ((None, None, None) if pointer is None
+                                 else (pointer.file, pointer.offset, pointer.length))
+        return values
+
+    def decode(self, row: Sequence[Any]) -> S:
+        values = list(row)
+        at = self._pointer_at
+        if at is not None:
+            file, offset, length = values[at:at + 3]
+            values[at:at + 3] = [None if file is None
+                                 else {"file": file, "offset": offset, "length": length}]
+        for i in self._unsigned_at:
+            if values[i] is not None:
+                values[i] = _to_unsigned(values[i])
+        fields = dict(zip(self._names, values, strict=True))
+        for name in self._bools:
+            fields[name] = bool(fields[name])
+        return msgspec.convert(fields, self.cls)
+
+
+_URLS = _Codec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
+_HOSTS = _Codec(HostState)
+_ROBOTS = _Codec(RobotsRecord)
+
+_QUEUED = str(UrlStatus.QUEUED)
+
+
+def _insert_sql(table: str, columns: Sequence[str]) -> str:
+    return (f"INSERT INTO {table} ({', '.join(columns)}) "
+            f"VALUES ({', '.join('?' for _ in columns)})")
+
+
+def _upsert_sql(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
+    return (f"{_insert_sql(table, columns)} ON CONFLICT ({', '.join(key)}) "
+            f"DO UPDATE SET {updates}")
+
+
+_ADD_URL = _insert_sql("url_state", _URLS.columns) + " ON CONFLICT (host, url) DO NOTHING"
+_PUT_URL = _upsert_sql("url_state", _URLS.columns, ("host", "url"))
+_PUT_HOST = _upsert_sql("hosts", _HOSTS.columns, ("host",))
+_PUT_ROBOTS = _upsert_sql("robots", _ROBOTS.columns, ("origin",))
+_SEQ_INDEX = _URLS.columns.index("seq")
+
+# Distinct hosts of one status, one index probe per host rather than a scan of all rows.
+_HOSTS_WITH_STATUS = """
+WITH RECURSIVE h(host) AS (
+    SELECT (SELECT MIN(host) FROM url_state WHERE status = :status)
+    UNION ALL
+    SELECT (SELECT MIN(host) FROM url_state WHERE status = :status AND host > h.host)
+    FROM h WHERE h.host IS NOT NULL
+)
+SELECT host FROM h WHERE host IS NOT NULL
+"""
+
+
+class SqliteStateStore:
+    """:class:`~common.ports.StateStore` over one SQLite file (embedded mode).
+
+    ``path`` is the database file (its folder is created) or ``":memory:"``. Use
+    ``await store.open()`` and ``await store.close()``, or ``async with``.
+    """
+
+    def __init__(self, path: str | PathLike[str]) -> None:
+        self.path = str(path)
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    async def __aenter__(self) -> SqliteStateStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _run(self, fn: Callable[..., R], *args: Any) -> R:
+        if self._executor is None:
+            raise RuntimeError("the state store is not open")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("the state store is not open")
+        return self._conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    async def open(self) -> None:
+        """Open (creating if needed) the file and its schema. Calling it twice is harmless."""
+        if self._executor is not None:
+            return
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
+        self._executor = executor
+        try:
+            await self._run(self._open_sync)
+        except BaseException:
+            # Also when cancelled while the worker was still opening: close after it.
+            self._executor = None
+            executor.submit(self._close_sync)
+            executor.shutdown(wait=True)
+            raise
+
+    def _open_sync(self) -> None:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=10000")
+            self._conn = conn
+            self._migrate()
+        except BaseException:
+            self._conn = None
+            conn.close()
+            raise
+
+    def _migrate(self) -> None:
+        """Create the schema in one transaction (idempotent) and check its version."""
+        db = self._db
+        try:
+            # executescript runs the trigger bodies whole; the transaction stays open.
+            db.executescript("BEGIN IMMEDIATE;\n" + _SCHEMA)
+            row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            version = row[0]
+            if version is None:
+                db.execute("INSERT INTO schema_version (version) VALUES (?)",
+                           (SCHEMA_VERSION,))
+            elif version > SCHEMA_VERSION:
+                raise SchemaError(f"{self.path}: schema version {version} is newer than "
+                                  f"this code supports ({SCHEMA_VERSION})")
+            # Later versions add their migrations here, one step per version.
+            for table, codec in (("url_state", _URLS), ("hosts", _HOSTS),
+                                 ("robots", _ROBOTS)):
+                have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+                missing = [c for c in codec.columns if c not in have]
+                if missing:
+                    raise SchemaError(f"{self.path}: table {table} lacks columns "
+                                      f"{', '.join(missing)}; a schema migration is needed")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    async def close(self) -> None:
+        """Close the file; pending calls finish first. Calling it twice is harmless."""
+        executor = self._executor
+        if executor is None:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(executor, self._close_sync)
+        finally:
+            self._executor = None
+            executor.shutdown(wait=True)
+
+    def _close_sync(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    # ----------------------------------------------------------------- url_state
+
+    async def add_urls(self, rows: Sequence[UrlState]) -> list[UrlState]:
+        """Insert rows whose (host, url) is new, numbering them in order (``seq``)."""
+        if not rows:
+            return []
+        return await self._run(self._add_urls_sync, list(rows))
+
+    def _add_urls_sync(self, rows: list[UrlState]) -> list[UrlState]:
+        inserted: list[UrlState] = []
+        with self._transaction() as db:
+            # Read inside the write transaction: right even if another process adds rows.
+            found = db.execute("SELECT value FROM meta WHERE name = 'next_seq'").fetchone()
+            seq = found[0] if found is not None else 1
+            for row in rows:
+                values = _URLS.encode(row)
+                values[_SEQ_INDEX] = seq
+                if db.execute(_ADD_URL, values).rowcount == 1:
+                    inserted.append(msgspec.structs.replace(row, seq=seq))
+                    seq += 1
+            if inserted:
+                db.execute("INSERT INTO meta (name, value) VALUES ('next_seq', ?) "
+                           "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (seq,))
+        return inserted
+
+    async def get_url(self, host: str, url: str) -> UrlState | None:
+        return await self._run(self._get_url_sync, host, url)
+
+    def _get_url_sync(self, host: str, url: str) -> UrlState | None:
+        row = self._db.execute(f"SELECT {_URLS.select} FROM url_state "
+                               "WHERE host = ? AND url = ?", (host, url)).fetchone()
+        return None if row is None else _URLS.decode(row)
+
+    async def put_url(self, row: UrlState) -> None:
+        """Insert or replace one row, ``seq`` included."""
+        await self._run(self._put_urls_sync, [row])
+
+    async def put_urls(self, rows: Sequence[UrlState]) -> None:
+        """Insert or replace rows in one transaction."""
+        if rows:
+            await self._run(self._put_urls_sync, list(rows))
+
+    def _put_urls_sync(self, rows: list[UrlState]) -> None:
+        encoded = [_URLS.encode(r) for r in rows]
+        with self._transaction() as db:
+            db.executemany(_PUT_URL, encoded)
+
+    async def due_urls(self, host: str, now: float, limit: int) -> list[UrlState]:
+        """Queued rows of ``host`` with next_fetch_at <= now, by (priority, depth, seq)."""
+        if limit <= 0:
+            return []
+        return await self._run(self._select_urls, (
+            f"SELECT {_URLS.select} FROM url_state INDEXED BY url_due "
+            "WHERE host = ? AND status = ? AND next_fetch_at <= ? "
+            "ORDER BY priority, depth, seq LIMIT ?"), (host, _QUEUED, now, limit))
+
+    def _select_urls(self, sql: str, params: Sequence[Any]) -> list[UrlState]:
+        return [_URLS.decode(r) for r in self._db.execute(sql, params)]
+
+    async def next_due_time(self, host: str) -> float | None:
+        return await self._run(self._next_due_sync, host)
+
+    def _next_due_sync(self, host: str) -> float | None:
+        row = self._db.execute("SELECT MIN(next_fetch_at) FROM url_state INDEXED BY url_next "
+                               "WHERE host = ? AND status = ?", (host, _QUEUED)).fetchone()
+        return None if row[0] is None else float(row[0])
+
+    async def urls_with_status(self, status: UrlStatus, limit: int,
+                               host: str | None = None) -> list[UrlState]:
+        """Rows in ``status``: of one host by (priority, depth, seq), else by host."""
+        if limit <= 0:
+            return []
+        if host is None:
+            return await self._run(self._select_urls, (
+                f"SELECT {_URLS.select} FROM url_state INDEXED BY url_status "
+                "WHERE status = ? ORDER BY host LIMIT ?"), (str(status), limit))
+        return await self._run(self._select_urls, (
+            f"SELECT {_URLS.select} FROM url_state INDEXED BY url_due "
+            "WHERE host = ? AND status = ? ORDER BY priority, depth, seq LIMIT ?"),
+            (host, str(status), limit))
+
+    async def hosts_with_status(self, status: UrlStatus) -> list[str]:
+        """Hosts with at least one row in ``status``, sorted."""
+        return await self._run(self._hosts_with_status_sync, str(status))
+
+    def _hosts_with_status_sync(self, status: str) -> list[str]:
+        return [r[0] for r in self._db.execute(_HOSTS_WITH_STATUS, {"status": status})]
+
+    async def count_urls(self) -> dict[tuple[str, str], int]:
+        return await self._run(self._count_urls_sync)
+
+    def _count_urls_sync(self) -> dict[tuple[str, str], int]:
+        rows = self._db.execute("SELECT status, reason, n FROM url_counts WHERE n > 0")
+        return {(status, reason): n for status, reason, n in rows}
+
+    # --------------------------------------------------------------------- hosts
+
+    async def get_host(self, host: str) -> HostState | None:
+        return await self._run(self._get_host_sync, host)
+
+    def _get_host_sync(self, host: str) -> HostState | None:
+        row = self._db.execute(f"SELECT {_HOSTS.select} FROM hosts WHERE host = ?",
+                               (host,)).fetchone()
+        return None if row is None else _HOSTS.decode(row)
+
+    async def put_host(self, row: HostState) -> None:
+        await self._run(self._put_sync, _PUT_HOST, _HOSTS.encode(row))
+
+    def _put_sync(self, sql: str, values: Sequence[Any]) -> None:
+        with self._transaction() as db:
+            db.execute(sql, values)
+
+    async def list_hosts(self) -> list[HostState]:
+        """Every host row, sorted by host."""
+        return await self._run(self._list_hosts_sync)
+
+    def _list_hosts_sync(self) -> list[HostState]:
+        return [_HOSTS.decode(r) for r in
+                self._db.execute(f"SELECT {_HOSTS.select} FROM hosts ORDER BY host")]
+
+    # -------------------------------------------------------------------- robots
+
+    async def get_robots(self, origin: str) -> RobotsRecord | None:
+        return await self._run(self._get_robots_sync, origin)
+
+    def _get_robots_sync(self, origin: str) -> RobotsRecord | None:
+        row = self._db.execute(f"SELECT {_ROBOTS.select} FROM robots WHERE origin = ?",
+                               (origin,)).fetchone()
+        return None if row is None else _ROBOTS.decode(row)
+
+    async def put_robots(self, row: RobotsRecord) -> None:
+        await self._run(self._put_sync, _PUT_ROBOTS, _ROBOTS.encode(row))
+
+    # ------------------------------------------------------ content fingerprints
+
+    async def claim_content(self, content_hash: str, url: str,
+                            record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
+        """Record ``url`` as the first holder of ``content_hash`` unless one exists.
+
+        Returns the holder (url, record): ``url`` itself when this call claimed it.
+        """
+        return await self._run(self._claim_sync, content_hash, url, record)
+
+    def _claim_sync(self, content_hash: str, url: str,
+                    record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
+        pointer = (None, None, None) if record is None else (
+            record.file, record.offset, record.length)
+        with self._transaction() as db:
+            db.execute("INSERT INTO content (content_hash, url, record_file, record_offset, "
+                       "record_length) VALUES (?, ?, ?, ?, ?) "
+                       "ON CONFLICT (content_hash) DO NOTHING", (content_hash, url, *pointer))
+            holder, file, offset, length = db.execute(
+                "SELECT url, record_file, record_offset, record_length FROM content "
+                "WHERE content_hash = ?", (content_hash,)).fetchone()
+        return holder, None if file is None else RecordPointer(file, offset, length)
+
+    async def set_content_record(self, content_hash: str, url: str,
+                                 record: RecordPointer) -> None:
+        """Set the record of the claim ``url`` holds on ``content_hash``.
+
+        A claim held by another URL is left alone; with no claim yet, ``url`` claims it.
+        """
+        await self._run(self._put_sync, (
+            "INSERT INTO content (content_hash, url, record_file, record_offset, "
+            "record_length) VALUES (?, ?, ?, ?, ?) ON CONFLICT (content_hash) DO UPDATE "
+            "SET record_file = excluded.record_file, record_offset = excluded.record_offset, "
+            "record_length = excluded.record_length WHERE content.url = excluded.url"),
+            (content_hash, url, record.file, record.offset, record.length))
+
+    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
+        """Index ``url`` under each block key; adding it again is harmless."""
+        if not keys:
+            return
+        value = _to_signed(simhash)
+        rows = [(_to_signed(k), url, value) for k in keys]
+        await self._run(self._add_simhash_sync, rows)
+
+    def _add_simhash_sync(self, rows: list[tuple[int, str, int]]) -> None:
+        with self._transaction() as db:
+            db.executemany("INSERT INTO simhash_blocks (key, url, simhash) VALUES (?, ?, ?) "
+                           "ON CONFLICT (key, url) DO UPDATE SET simhash = excluded.simhash",
+                           rows)
+
+    async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
+        """(url, simhash) of every page indexed under any of ``keys``, each pair once."""
+        signed = sorted({_to_signed(k) for k in keys})
+        if not signed:
+            return []
+        return await self._run(self._candidates_sync, signed)
+
+    def _candidates_sync(self, keys: list[int]) -> list[tuple[str, int]]:
+        found: dict[tuple[str, int], None] = {}
+        for start in range(0, len(keys), _KEYS_PER_QUERY):
+            chunk = keys[start:start + _KEYS_PER_QUERY]
+            sql = ("SELECT url, simhash FROM simhash_blocks WHERE key IN "
+                   f"({', '.join('?' for _ in chunk)})")
+            for url, value in self._db.execute(sql, chunk):
+                found[(url, _to_unsigned(value))] = None
+        return list(found)

@@ -1,0 +1,80 @@
+"""Command line: serve a scenario, or write one as JSON.
+
+    python -m simweb --scenario seed --port 8080 [--dns --dns-port 5353]
+    python -m simweb --scenario generated:10:500:1
+    python -m simweb --scenario path/to/scenario.json
+    python -m simweb dump seed > seed.json
+
+When serving, the first line on stdout is JSON with the port, the DNS port and the seed
+URLs; the server runs until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+
+from simweb.model import ScenarioError, dump_scenario
+from simweb.scenarios import build_features, build_seed, load
+from simweb.server import SimWeb
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m simweb",
+                                     description="Serve a simulated web on loopback.")
+    parser.add_argument("command", nargs="?", choices=("serve", "dump"), default="serve",
+                        help="serve (default) or dump: print the scenario as JSON")
+    parser.add_argument("name", nargs="?", help="scenario for dump (like --scenario)")
+    parser.add_argument("--scenario", default="seed",
+                        help="seed, features, generated:HOSTS:PAGES[:SEED] or a JSON file")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
+    parser.add_argument("--port", type=int, default=0, help="HTTP port (0: any free one)")
+    parser.add_argument("--dns", action="store_true", help="also run the DNS responder")
+    parser.add_argument("--dns-port", type=int, default=0, help="UDP port of the responder")
+    parser.add_argument("--max-stall", type=float, default=30.0,
+                        help="longest delay, hang or drip of one answer (seconds)")
+    return parser
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    web = SimWeb(load(args.scenario), port=args.port, host=args.host, dns=args.dns,
+                 dns_port=args.dns_port, max_stall=args.max_stall)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with web:
+        info = {"port": web.port, "dns_port": web.dns_port if args.dns else None,
+                "seeds": web.seed_urls(), "resolve": web.resolve_entries()}
+        print(json.dumps(info), flush=True)
+        await stop.wait()
+    counts = web.log.counts_by_host()
+    print(json.dumps({"requests": counts}), file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "dump":
+            name = args.name or args.scenario
+            builders = {"seed": build_seed, "features": build_features}
+            scenario = builders[name]() if name in builders else load(name)
+            sys.stdout.buffer.write(dump_scenario(scenario))
+            return 0
+        asyncio.run(_serve(args))
+    except ScenarioError as exc:
+        print(f"simweb: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"simweb: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

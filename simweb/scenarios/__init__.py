@@ -1,0 +1,262 @@
+"""Ready-made scenarios: the seed web, a catalogue of hostile features, and large
+generated webs for crash tests and benchmarks.
+
+``seed()`` and ``features()`` load the JSON files shipped beside this module; the
+``build_*`` functions are the code they were written from (``python -m simweb dump seed``
+writes the JSON again, and a test keeps the two equal).
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+from simweb.model import Host, Page, Robots, Scenario, ScenarioError, Trap, load_scenario
+from simweb.model import scenario_from_json as _from_json
+from simweb.text import rng_for
+
+__all__ = ["build_features", "build_seed", "features", "generated", "load", "seed"]
+
+SEED_STORIES = 30
+SEED_ITEMS = 20
+_UTM = "?utm_source=x"
+
+
+def build_seed() -> Scenario:
+    """The seed scenario (see ``seed``) built in code."""
+    stories = range(1, SEED_STORIES + 1)
+    tracked = {1, 5, 10}  # stories linked a second time with ?utm_source=x
+    home_links = [f"/story/{n}" for n in stories]
+    home_links += [f"/story/{n}{_UTM}" for n in sorted(tracked)]
+    home_links += ["/private/secret", "http://shop.test/"]
+    news_pages = [Page(path="/", title="The Daily Test: front page", words=120,
+                       links=tuple(home_links))]
+    for n in stories:
+        back = f"/{_UTM}" if n % 3 == 0 else "/"
+        news_pages.append(Page(path=f"/story/{n}", words=300, links=(f"/print/{n}", back)))
+    news_pages += [Page(path=f"/print/{n}", same_as=f"/story/{n}") for n in stories]
+    news_pages.append(Page(path="/private/secret", title="Private: do not crawl", words=150,
+                           links=("/",)))
+    news = Host(name="news.test", robots=Robots(disallow=("/private/",)),
+                pages=tuple(news_pages))
+
+    items = range(1, SEED_ITEMS + 1)
+    shop_links = [f"/item/{n}" for n in items] + [f"/item/3{_UTM}", "http://trap.test/"]
+    shop_pages = [Page(path="/", title="Test Shop: all items", words=120,
+                       links=tuple(shop_links))]
+    shop_pages += [Page(path=f"/item/{n}", words=220, links=("/",)) for n in items]
+    shop = Host(name="shop.test", robots=Robots(kind="missing"), pages=tuple(shop_pages))
+
+    trap = Host(name="trap.test", robots=Robots(),
+                pages=(Page(path="/", title="Events calendar", words=120,
+                            links=("/day/2026-01-01",)),),
+                traps=(Trap(kind="calendar", prefix="/day/", start="2026-01-01", words=200),))
+
+    return Scenario(
+        name="seed", seed=20260101, hosts=(news, shop, trap),
+        seeds=("http://news.test/", "http://shop.test/", "http://trap.test/"),
+        description=(
+            "news.test: home, 30 stories, 30 byte-identical print copies, a page "
+            "robots.txt disallows, tracking-parameter copies of links. shop.test: home "
+            "and 20 items, robots.txt 404. trap.test: an endless calendar. A crawler that "
+            "drops utm_* parameters, obeys robots.txt, skips the links of duplicates and "
+            "caps hosts at 80 pages fetches 61 + 21 + 80 pages and finds 30 exact "
+            "duplicates."))
+
+
+def build_features() -> Scenario:
+    """A catalogue of every behaviour, one host or path per behaviour."""
+    accents = "Café crème, déjà vu, naïve façade, Zürich, señor, garçon."
+    lab_pages = [
+        Page(path="/dup/a", words=200, links=("/",)),
+        Page(path="/dup/b", same_as="/dup/a"),
+        Page(path="/near/a", words=300, links=("/",)),
+        Page(path="/near/b", near_duplicate_of="/near/a"),
+        Page(path="/tracking", words=100,
+             links=("/dup/a?utm_source=x&utm_medium=y", "/dup/a?gclid=abc", "/dup/a")),
+        Page(path="/busy", status=429, retry_after="2", recover_after=1),
+        Page(path="/down", status=503, retry_after="3", recover_after=2),
+        Page(path="/down-forever", status=503, retry_after="120"),
+        Page(path="/maintenance", status=503, retry_after="Wed, 21 Oct 2026 07:28:00 GMT"),
+        Page(path="/missing", status=404),
+        Page(path="/error", status=500),
+        Page(path="/redirect/301", status=301, redirect="/dup/a"),
+        Page(path="/redirect/302", status=302, redirect="/dup/a"),
+        Page(path="/redirect/307", status=307, redirect="/dup/a"),
+        Page(path="/redirect/308", status=308, redirect="/dup/a"),
+        Page(path="/redirect/cross", status=301, redirect="http://other.test/"),
+        Page(path="/redirect/internal", status=302, redirect="http://internal.test/secret"),
+        Page(path="/loop/a", status=302, redirect="/loop/b"),
+        Page(path="/loop/b", status=302, redirect="/loop/a"),
+        *[Page(path=f"/chain/{i}", status=301, redirect=f"/chain/{i + 1}") for i in range(1, 7)],
+        Page(path="/chain/7", words=100),
+        Page(path="/slow", delay=2.0, words=100),
+        Page(path="/hang", delay=60.0, words=100),
+        Page(path="/drip", drip_seconds=3.0, drip_chunks=30, words=400),
+        Page(path="/big", body_bytes=6_000_000, words=100),
+        Page(path="/bomb", gzip_bomb=50_000_000),
+        Page(path="/no-type", content_type=None, words=100),
+        Page(path="/wrong-type", content_type="image/png", words=100),
+        Page(path="/binary", content_type="application/octet-stream", words=100),
+        Page(path="/plain", content_type="text/plain; charset=utf-8",
+             body="Just text, no markup.\n"),
+        Page(path="/charset/latin1-declared-utf8", encoding="latin-1", extra_text=accents),
+        Page(path="/charset/meta-only", content_type="text/html", meta_charset="iso-8859-1",
+             encoding="latin-1", extra_text=accents),
+        Page(path="/charset/utf8-no-charset", content_type="text/html", extra_text=accents),
+        Page(path="/cached", words=150),
+        Page(path="/no-validators", etag=False, last_modified=False, words=150),
+        Page(path="/changing", changes="major", words=200),
+        Page(path="/counter", changes="minor", words=200),
+    ]
+    lab_home = Page(path="/", title="Feature lab", words=80,
+                    links=tuple(p.path for p in lab_pages))
+    lab = Host(name="lab.test", pages=(lab_home, *lab_pages))
+
+    def simple(name: str, robots: Robots | None = None, latency: float = 0.0) -> Host:
+        return Host(name=name, robots=robots or Robots(), latency=latency,
+                    pages=(Page(path="/", words=120, links=("/a",)),
+                           Page(path="/a", words=120, links=("/",))))
+
+    hosts = [
+        lab,
+        simple("other.test"),
+        Host(name="internal.test", address="127.0.0.2",
+             pages=(Page(path="/", words=80), Page(path="/secret", words=80))),
+        Host(name="delay.test",
+             robots=Robots(disallow=("/private/",), allow=("/private/ok",), crawl_delay=2.0,
+                           sitemaps=("http://delay.test/sitemap.xml",)),
+             pages=(Page(path="/", words=100, links=("/private/x", "/private/ok")),
+                    Page(path="/private/x", words=100), Page(path="/private/ok", words=100))),
+        simple("robots404.test", robots=Robots(kind="missing")),
+        simple("robots500.test", robots=Robots(kind="error", status=500)),
+        simple("robots503.test", robots=Robots(kind="error", status=503)),
+        simple("robots-slow.test", robots=Robots(kind="timeout", delay=60.0)),
+        simple("robots-big.test", robots=Robots(kind="oversize", size=600_000,
+                                                disallow=("/private/",))),
+        simple("latency.test", latency=0.3),
+        Host(name="traps.test",
+             pages=(Page(path="/", words=100,
+                         links=("/calendar/2026-01-01", "/s/page1?sid=start", "/r/",
+                                "/search?q=shoes")),),
+             traps=(Trap(kind="calendar", prefix="/calendar/"),
+                    Trap(kind="session", prefix="/s/"),
+                    Trap(kind="repeat", prefix="/r/"),
+                    Trap(kind="params", prefix="/search"))),
+    ]
+    return Scenario(name="features", seed=7, hosts=tuple(hosts),
+                    seeds=tuple(f"http://{h.name}/" for h in hosts if h.name != "internal.test"),
+                    dns_ttl=60,
+                    description="One host or path per behaviour of the simulated web.")
+
+
+def _shipped(name: str) -> bytes:
+    return resources.files(__package__).joinpath(f"{name}.json").read_bytes()
+
+
+@functools.cache
+def seed() -> Scenario:
+    """The seed scenario (news.test, shop.test, trap.test) from seed.json."""
+    return _from_json(_shipped("seed"))
+
+
+@functools.cache
+def features() -> Scenario:
+    """The feature catalogue from features.json."""
+    return _from_json(_shipped("features"))
+
+
+def generated(hosts: int, pages_per_host: int, seed: int, links_per_page: int = 6,
+              duplicate_ratio: float = 0.05, *, near_duplicate_ratio: float = 0.0,
+              cross_host_ratio: float = 0.15, tracking_ratio: float = 0.05,
+              words: int = 120, latency: float = 0.0) -> Scenario:
+    """A deterministic web of ``hosts`` hosts with ``pages_per_host`` pages each.
+
+    Every page is reachable from its host's home page (the seeds) through pages that are
+    not duplicates, within about log(pages) links; duplicates copy an original byte for
+    byte (near-duplicates with one word changed), so skipping their links loses nothing.
+    Every host has a robots.txt that disallows /private/ and a home page linking
+    /private/1, and some links are repeated with ?utm_source=x. Pages are rendered on
+    first request and cached.
+    """
+    if hosts < 1 or pages_per_host < 1:
+        raise ScenarioError("generated: hosts and pages_per_host must be >= 1")
+    if links_per_page < 2:
+        raise ScenarioError("generated: links_per_page must be >= 2")
+    if not 0 <= duplicate_ratio + near_duplicate_ratio <= 0.5:
+        raise ScenarioError("generated: duplicate ratios must add up to at most 0.5")
+    names = [f"site{i}.test" for i in range(hosts)]
+    fanout = max(2, links_per_page // 2)
+    host_specs = []
+    for name in names:
+        rng = rng_for(seed, name, "graph")
+        kinds = ["page"]  # index 0 is the home page
+        for _ in range(1, pages_per_host):
+            r = rng.random()
+            kinds.append("dup" if r < duplicate_ratio
+                         else "near" if r < duplicate_ratio + near_duplicate_ratio else "page")
+        originals = [0]
+        children: dict[int, list[int]] = {0: []}
+        for assigned, k in enumerate(range(1, pages_per_host)):
+            parent = originals[min(assigned // fanout, len(originals) - 1)]
+            children.setdefault(parent, []).append(k)
+            if kinds[k] == "page":
+                originals.append(k)
+                children.setdefault(k, [])
+
+        def path(k: int) -> str:
+            return "/" if k == 0 else f"/p/{k}"
+
+        pages = []
+        for k in range(pages_per_host):
+            if kinds[k] != "page":
+                pool = [o for o in originals if o != 0] or [0]
+                source = pool[rng.randrange(len(pool))]
+                if kinds[k] == "dup":
+                    pages.append(Page(path=path(k), same_as=path(source)))
+                else:
+                    pages.append(Page(path=path(k), near_duplicate_of=path(source)))
+                continue
+            links = [path(c) for c in children.get(k, [])]
+            while len(links) < links_per_page:
+                if hosts > 1 and rng.random() < cross_host_ratio:
+                    other = names[rng.randrange(hosts)]
+                    if other != name:
+                        target = rng.randrange(pages_per_host)
+                        links.append(f"http://{other}{path(target)}")
+                        continue
+                links.append(path(rng.randrange(pages_per_host)))
+            if rng.random() < tracking_ratio:
+                links.append(links[0] + "?utm_source=x")
+            if k == 0:
+                links.append("/private/1")
+            pages.append(Page(path=path(k), words=words, links=tuple(links)))
+        pages.append(Page(path="/private/1", words=words))
+        host_specs.append(Host(name=name, latency=latency, pages=tuple(pages),
+                               robots=Robots(disallow=("/private/",))))
+    return Scenario(name=f"generated-{hosts}x{pages_per_host}-{seed}", seed=seed,
+                    hosts=tuple(host_specs), seeds=tuple(f"http://{n}/" for n in names))
+
+
+_BUILTIN = {"seed": seed, "features": features}
+
+
+def load(name: str) -> Scenario:
+    """A scenario by name ('seed', 'features', 'generated:HOSTS:PAGES[:SEED]') or by the
+    path of a JSON file."""
+    if name in _BUILTIN:
+        return _BUILTIN[name]()
+    if name.startswith("generated"):
+        parts = name.split(":")[1:]
+        try:
+            numbers = [int(p) for p in parts]
+        except ValueError as exc:
+            raise ScenarioError(f"bad generated scenario spec {name!r}") from exc
+        if len(numbers) not in (2, 3):
+            raise ScenarioError("use generated:HOSTS:PAGES[:SEED]")
+        return generated(numbers[0], numbers[1], numbers[2] if len(numbers) == 3 else 1)
+    path = Path(name)
+    if not path.is_file():
+        raise ScenarioError(f"no scenario named {name!r} and no such file")
+    return load_scenario(path)

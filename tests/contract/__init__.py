@@ -1,0 +1,1 @@
+"""Contract suites: every adapter of a port passes the same tests."""
