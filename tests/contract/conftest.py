@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,9 +30,12 @@ from common.adapters.memory_bus import MemoryBus
 from common.adapters.sqlite_store import SqliteStateStore
 from common.messages import Topic
 from common.ports import Bus, Delivery, Handler, StateStore
+from common.settings import StoreSettings
 
-STORE_BACKENDS = [pytest.param("sqlite")]
-BUS_BACKENDS = [pytest.param("memory")]
+STORE_BACKENDS = [pytest.param("sqlite"),
+                  pytest.param("cassandra", marks=pytest.mark.integration)]
+BUS_BACKENDS = [pytest.param("memory"),
+                pytest.param("kafka", marks=pytest.mark.integration)]
 
 # Bus settings every adapter is built with in these tests.
 PARTITIONS = 4
@@ -88,7 +93,37 @@ def _make_store_factory(backend: str, tmp_path: Path) -> StoreFactory:
 @pytest.fixture(params=STORE_BACKENDS)
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
     backend: str = request.param
+    if backend == "cassandra":  # one keyspace per session, emptied before each test
+        settings = request.getfixturevalue("empty_cassandra_keyspace")
+        from common.adapters.cassandra_store import CassandraStateStore
+        return StoreFactory(backend, lambda: CassandraStateStore(settings))
     return _make_store_factory(backend, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def cassandra_keyspace() -> Iterator[StoreSettings]:
+    """Settings naming a keyspace of this test session's own, dropped at its end."""
+    port = int(os.environ.get("CASSANDRA_PORT", "").strip() or 9042)
+    require_server("Cassandra", port)
+    settings = StoreSettings(backend="cassandra", cassandra_port=port,
+                             keyspace=f"contract_{uuid.uuid4().hex[:16]}")
+    yield settings
+    from common.adapters.cassandra_store import CassandraStateStore
+
+    async def drop() -> None:
+        async with CassandraStateStore(settings) as s:
+            await s.drop_keyspace()
+    with ThreadPoolExecutor(1) as pool:  # outside the tests' event loops
+        pool.submit(asyncio.run, drop()).result()
+
+
+@pytest.fixture
+async def empty_cassandra_keyspace(cassandra_keyspace: StoreSettings) -> StoreSettings:
+    from common.adapters.cassandra_store import CassandraStateStore
+
+    async with CassandraStateStore(cassandra_keyspace) as s:  # creates the schema once
+        await s.truncate()
+    return cassandra_keyspace
 
 
 @pytest.fixture
@@ -115,6 +150,7 @@ class BusHarness:
     max_delivery_attempts: int = MAX_DELIVERY_ATTEMPTS
     make_twin: Callable[[], Bus] | None = None  # same settings, for partition stability
     consumers: list[Consumer] = field(default_factory=list)
+    cleanup: Callable[[], Awaitable[None]] | None = None  # after stop: drop server data
 
     async def start(self, group: str, topics: Sequence[Topic],
                     handler: Handler | None = None, *, concurrency: int = 1) -> Consumer:
@@ -183,6 +219,19 @@ def _make_bus_harness(backend: str) -> BusHarness:
                              retry_backoff=0.001)
         bus = make()
         return BusHarness(backend, bus, bus.publish_raw, make_twin=make)
+    if backend == "kafka":
+        from common.adapters.kafka_bus import KafkaBus
+        from common.settings import BusSettings
+
+        bootstrap = (os.environ.get("CRAWLER_BUS_KAFKA_BOOTSTRAP", "").strip()
+                     or "127.0.0.1:9092")
+        require_server("Kafka", int(bootstrap.split(",")[0].rpartition(":")[2]))
+        settings = BusSettings(backend="kafka", kafka_bootstrap=bootstrap,
+                               partitions=PARTITIONS, max_delivery_attempts=MAX_DELIVERY_ATTEMPTS,
+                               topic_prefix=f"contract-{uuid.uuid4().hex[:12]}")
+        kafka = KafkaBus(settings, retry_backoff=0.01)
+        return BusHarness(backend, kafka, kafka.publish_raw,
+                          make_twin=lambda: KafkaBus(settings), cleanup=kafka.delete_topics)
     raise AssertionError(f"unknown bus backend {backend!r}")
 
 
@@ -199,6 +248,8 @@ async def bus_harness(request: pytest.FixtureRequest) -> AsyncIterator[BusHarnes
             if consumer.task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await consumer.task
+        if harness.cleanup is not None:
+            await harness.cleanup()
 
 
 def unique(name: str) -> str:

@@ -1,0 +1,1021 @@
+"""The cluster-mode :class:`~common.ports.StateStore`: Apache Cassandra 4.x and 5.x.
+
+One keyspace per crawl (``CRAWLER_STORE_KEYSPACE``), created with ``SimpleStrategy`` and
+``CRAWLER_STORE_REPLICATION_FACTOR`` when it does not exist yet (an existing keyspace keeps
+the replication an operator gave it) by :meth:`CassandraStateStore.open`, which also
+creates and checks the schema (``CREATE ... IF NOT EXISTS``, table ids derived from the
+keyspace and table names so that services starting side by side on different
+coordinators create the same tables, missing regular columns added, a ``schema_version``
+row). Plain CQL only: no secondary indexes, SAI, materialized views or ``ALLOW
+FILTERING``.
+
+Tables (partition key in double parentheses):
+
+- ``url_state ((host), url)``: every :class:`~common.ports.UrlState` field, the record
+  pointer as ``record_file``, ``record_offset``, ``record_length``. The truth.
+- ``url_queue ((host), priority, depth, seq, url)`` -> ``next_fetch_at``: the host's
+  QUEUED rows in fetch order, for :meth:`~CassandraStateStore.due_urls`.
+- ``url_next ((host), next_fetch_at, url)``: the same rows by time, for
+  :meth:`~CassandraStateStore.next_due_time` (one row read).
+- ``url_by_status ((host, status), url)``: rows in every other status, so recovery
+  (IN_FLIGHT, FETCHED) reads one small partition per host instead of scanning.
+- ``url_counts ((status, bucket), host, reason)`` -> ``n``: rows per (host, status,
+  reason); ``bucket`` is crc32(host) modulo the keyspace's bucket count (16, recorded in
+  ``schema_version``) so no partition holds every host. :meth:`hosts_with_status` reads
+  the buckets of one status; :meth:`count_urls` reads them all (cost: hosts x statuses,
+  not URLs).
+- ``hosts ((host))``, ``robots ((origin))``, ``content ((content_hash))``,
+  ``simhash_blocks ((block_key), url)`` -> ``simhash``.
+
+Writes to url_state and the four derived tables. Each host has a single writer (its
+frontier owner), so there are no lightweight transactions on this path: a write reads the
+old rows and the host's counts (at a level that overlaps the write level, see below),
+then writes the new rows together with their queue, time, status and count entries as
+one LOGGED batch per chunk of rows. A logged batch is applied whole or not at all, even
+if the writer dies mid-call, so the derived tables never disagree with url_state and the
+counts stay exact; a call of many rows is atomic per chunk (rows of one host, at most
+:data:`BATCH_ROWS` and about :data:`BATCH_BYTES` of data, under Cassandra's default
+batch-size warning of 5 KiB), not as a whole, unlike the SQLite store. A host's chunks
+run one after the other (each carries the host's running counts); different hosts run
+concurrently. Within
+one process, calls that touch the same host are serialized by a per-host lock. The
+single-writer rule also relies on Cassandra's last-write-wins timestamps: when a host
+moves to a new owner, the owners' clocks must agree to better than the hand-over time.
+
+``seq`` (discovery order): Cassandra has no global sequence, so ``add_urls`` numbers rows
+with ``time.time_ns()``, raised where needed to stay strictly increasing within the
+process. Rows written by one process are in insert order; across processes the order is
+the clocks', which only affects breadth-first tie-breaking.
+
+Content claims (exact duplicates) are cross-host and first-writer-wins, so
+``claim_content`` and ``set_content_record`` are lightweight transactions (``INSERT ...
+IF NOT EXISTS``, ``UPDATE ... IF url = ?``, serial level LOCAL_SERIAL): one Paxos round
+per stored page, not per link. Timeouts and contention are retried; the statements are
+idempotent.
+
+Consistency levels come from the settings: ``read_consistency`` for plain reads,
+``write_consistency`` for writes. The reads that a write depends on (does this URL exist,
+what was its status, what are the counts) use a level that overlaps the write level
+(LOCAL_QUORUM when writes are LOCAL_QUORUM; ALL when writes are ONE), so a writer always
+sees its own earlier writes. With RF > 1, give plain reads an overlapping level too
+(LOCAL_QUORUM) if callers read a row and write it back. On one node, LOCAL_QUORUM with
+RF=1 is one replica.
+
+Tombstones: url_queue, url_next and url_by_status delete an entry whenever a URL leaves a
+status, so a host's partitions collect tombstones at its fetch rate, which politeness
+bounds (about one per second per host). These tables use a three-hour gc_grace_seconds
+and tombstone compaction so they are purged within hours; a resurrected entry is
+harmless because ``due_urls`` and ``urls_with_status`` check url_state.
+
+Requests run concurrently on the driver's own I/O thread (``execute_async``), bridged into
+asyncio, at most ``max_concurrency`` at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import re
+import socket
+import threading
+import time
+import uuid
+import zlib
+from collections import Counter
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import msgspec
+from cassandra import (
+    ConsistencyLevel,
+    CoordinationFailure,
+    InvalidRequest,
+    OperationTimedOut,
+    Timeout,
+    Unavailable,
+    UnresolvableContactPoints,
+)
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.query import (
+    UNSET_VALUE,
+    BatchStatement,
+    BatchType,
+    SimpleStatement,
+    tuple_factory,
+)
+
+from common.adapters.sqlite_store import SchemaError
+from common.messages import RecordPointer, UrlStatus
+from common.ports import HostState, RobotsRecord, UrlState
+from common.settings import StoreSettings
+
+__all__ = [
+    "BATCH_BYTES",
+    "BATCH_ROWS",
+    "SCHEMA_VERSION",
+    "CassandraStateStore",
+    "CassandraUnavailableError",
+    "SchemaError",
+]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+STATUS_BUCKETS = 16  # url_counts partitions per status, fixed when a keyspace is created
+BATCH_ROWS = 32  # url_state rows per logged batch at most (with their derived entries)
+BATCH_BYTES = 4096  # estimated data per logged batch at most
+_ROW_BYTES = 320  # estimated data of one new row and its entries, besides its text
+_REPLACE_BYTES = 400  # more for a replaced row: cleared columns, deleted entries
+_IN_ROWS = 100  # clustering keys per "url IN ?" read
+_LWT_ATTEMPTS = 6
+
+_U64 = 1 << 64
+_I63 = 1 << 63
+_KEYSPACE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
+_TABLE_ID_NAMESPACE = uuid.UUID("0f5c6a52-5e0a-4c1e-9a53-2b1f8f0d6c11")
+
+S = TypeVar("S", bound=msgspec.Struct)
+_QUEUED = str(UrlStatus.QUEUED)
+
+
+class CassandraUnavailableError(ConnectionError):
+    """Cassandra did not answer at the configured contact points in time."""
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@dataclass(frozen=True)
+class _Table:
+    name: str
+    columns: dict[str, str]  # name -> CQL type, in declaration order
+    key: str  # the PRIMARY KEY clause
+    options: str = ""
+
+    @property
+    def key_columns(self) -> frozenset[str]:
+        return frozenset(re.findall(r"[a-z_]+", self.key))
+
+    def ddl(self, keyspace: str) -> str:
+        table_id = uuid.uuid5(_TABLE_ID_NAMESPACE, f"{keyspace}.{self.name}")
+        columns = ", ".join(f"{n} {t}" for n, t in self.columns.items())
+        options = f" AND {self.options}" if self.options else ""
+        return (f"CREATE TABLE IF NOT EXISTS {keyspace}.{self.name} ({columns}, "
+                f"PRIMARY KEY {self.key}) WITH ID = {table_id}{options}")
+
+
+# Tables that lose entries as URLs move on: purge their tombstones within hours.
+_CHURN = ("gc_grace_seconds = 10800 AND compaction = {'class': "
+          "'SizeTieredCompactionStrategy', 'unchecked_tombstone_compaction': 'true', "
+          "'tombstone_compaction_interval': '3600'}")
+
+_URL_COLUMNS = {
+    "host": "text", "url": "text", "status": "text", "reason": "text", "detail": "text",
+    "depth": "bigint", "priority": "bigint", "hops": "bigint", "source": "text",
+    "discovered_at": "double", "seq": "bigint", "last_fetch_at": "double",
+    "next_fetch_at": "double", "attempts": "bigint", "http_status": "bigint",
+    "etag": "text", "last_modified": "text", "content_hash": "text", "simhash": "bigint",
+    "duplicate_of": "text", "revisit_interval": "double", "record_file": "text",
+    "record_offset": "bigint", "record_length": "bigint",
+}
+
+TABLES: tuple[_Table, ...] = (
+    _Table("schema_version", {"name": "text", "version": "int", "buckets": "int"},
+           "(name)"),
+    _Table("url_state", _URL_COLUMNS, "((host), url)"),
+    _Table("url_queue", {"host": "text", "priority": "bigint", "depth": "bigint",
+                         "seq": "bigint", "url": "text", "next_fetch_at": "double"},
+           "((host), priority, depth, seq, url)", _CHURN),
+    _Table("url_next", {"host": "text", "next_fetch_at": "double", "url": "text"},
+           "((host), next_fetch_at, url)", _CHURN),
+    _Table("url_by_status", {"host": "text", "status": "text", "url": "text"},
+           "((host, status), url)", _CHURN),
+    _Table("url_counts", {"status": "text", "bucket": "int", "host": "text",
+                          "reason": "text", "n": "bigint"},
+           "((status, bucket), host, reason)"),
+    _Table("hosts", {"host": "text", "crawl_delay": "double", "delay_override": "double",
+                     "blocked": "boolean", "max_pages": "bigint", "page_count": "bigint",
+                     "next_allowed_at": "double", "last_response_time": "double",
+                     "capped": "boolean"}, "(host)"),
+    _Table("robots", {"origin": "text", "status": "bigint", "body": "blob",
+                      "fetched_at": "double", "expires_at": "double"}, "(origin)"),
+    _Table("content", {"content_hash": "text", "url": "text", "record_file": "text",
+                       "record_offset": "bigint", "record_length": "bigint"},
+           "(content_hash)"),
+    _Table("simhash_blocks", {"block_key": "bigint", "url": "text", "simhash": "bigint"},
+           "((block_key), url)"),
+)
+_TABLES = {t.name: t for t in TABLES}
+
+
+# ---------------------------------------------------------------------------- codecs
+
+
+def _to_signed(value: int) -> int:
+    """An unsigned 64-bit number as the signed bigint Cassandra can hold."""
+    if not 0 <= value < _U64:
+        raise ValueError(f"{value!r} is not an unsigned 64-bit number")
+    return value - _U64 if value >= _I63 else value
+
+
+def _to_unsigned(value: int) -> int:
+    return value + _U64 if value < 0 else value
+
+
+class _Codec(Generic[S]):
+    """A msgspec struct as a table row and back, in field order.
+
+    A :class:`RecordPointer` field ``f`` becomes ``f_file``, ``f_offset`` and
+    ``f_length``; ``unsigned`` fields are 64-bit numbers stored two's-complement; enum
+    values are stored as their text. Rows read back are validated by ``msgspec.convert``.
+    """
+
+    def __init__(self, cls: type[S], *, pointer: str | None = None,
+                 unsigned: frozenset[str] = frozenset()) -> None:
+        self.cls = cls
+        self._names = tuple(f.name for f in msgspec.structs.fields(cls))
+        self._pointer_at = self._names.index(pointer) if pointer is not None else None
+        self._unsigned_at = tuple(self._names.index(n) for n in sorted(unsigned))
+        columns: list[str] = []
+        for name in self._names:
+            if name == pointer:
+                columns += [f"{name}_file", f"{name}_offset", f"{name}_length"]
+            else:
+                columns.append(name)
+        self.columns: tuple[str, ...] = tuple(columns)
+        self.select = ", ".join(self.columns)
+
+    def encode(self, obj: S, *, unset_none: bool = False) -> list[Any]:
+        """Column values; with ``unset_none``, None leaves the column unset (no tombstone)."""
+        values: list[Any] = list(msgspec.structs.astuple(obj))
+        for i, value in enumerate(values):
+            if isinstance(value, enum.Enum):
+                values[i] = value.value
+        for i in self._unsigned_at:
+            if values[i] is not None:
+                values[i] = _to_signed(values[i])
+        at = self._pointer_at
+        if at is not None:
+            pointer = values[at]
+            values[at:at + 1] = ((None, None, None) if pointer is None
+                                 else (pointer.file, pointer.offset, pointer.length))
+        if unset_none:
+            values = [UNSET_VALUE if v is None else v for v in values]
+        return values
+
+    def decode(self, row: Sequence[Any]) -> S:
+        values = list(row)
+        at = self._pointer_at
+        if at is not None:
+            file, offset, length = values[at:at + 3]
+            values[at:at + 3] = [None if file is None
+                                 else {"file": file, "offset": offset, "length": length}]
+        for i in self._unsigned_at:
+            if values[i] is not None:
+                values[i] = _to_unsigned(values[i])
+        return msgspec.convert(dict(zip(self._names, values, strict=True)), self.cls)
+
+
+_URLS = _Codec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
+_HOSTS = _Codec(HostState)
+_ROBOTS = _Codec(RobotsRecord)
+
+
+# ------------------------------------------------------------------------- helpers
+
+_seq_lock = threading.Lock()
+_last_seq = 0
+
+
+def _take_seqs(n: int) -> int:
+    """The first of ``n`` discovery numbers, above every number this process gave out."""
+    global _last_seq
+    with _seq_lock:
+        first = max(time.time_ns(), _last_seq + 1)
+        _last_seq = first + n - 1
+    return first
+
+
+def _level(name: str, variable: str) -> int:
+    try:
+        return int(ConsistencyLevel.name_to_value[name.strip().upper()])
+    except KeyError:
+        known = ", ".join(sorted(ConsistencyLevel.name_to_value))
+        raise ValueError(f"{variable}: unknown consistency level {name!r} "
+                         f"(expected one of {known})") from None
+
+
+def _overlapping_read(read: int, write: int) -> int:
+    """A read level that sees every write made at ``write`` (R + W > RF)."""
+    cl = ConsistencyLevel
+    if write == cl.ALL:
+        return read
+    if write in (cl.QUORUM, cl.EACH_QUORUM):
+        return read if read in (cl.QUORUM, cl.ALL) else cl.QUORUM
+    if write == cl.LOCAL_QUORUM:
+        return read if read in (cl.LOCAL_QUORUM, cl.QUORUM, cl.EACH_QUORUM, cl.ALL) \
+            else cl.LOCAL_QUORUM
+    return int(cl.ALL)
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _check(row: UrlState) -> None:
+    """Fail before anything is written on a value the table cannot hold."""
+    if row.simhash is not None:
+        _to_signed(row.simhash)
+
+
+def _batches(items: Sequence[tuple[_Old | None, UrlState]]
+             ) -> Iterable[Sequence[tuple[_Old | None, UrlState]]]:
+    """Consecutive chunks of at most BATCH_ROWS rows and about BATCH_BYTES of data."""
+    start, size = 0, 0
+    for i, (old, new) in enumerate(items):
+        texts = (new.detail, new.source, new.etag, new.last_modified, new.content_hash,
+                 new.duplicate_of)
+        row = (_ROW_BYTES + (0 if old is None else _REPLACE_BYTES) + 3 * len(new.url)
+               + 2 * len(new.host) + sum(len(v) for v in texts if v is not None))
+        if i > start and (i - start >= BATCH_ROWS or size + row > BATCH_BYTES):
+            yield items[start:i]
+            start, size = i, 0
+        size += row
+    if start < len(items):
+        yield items[start:]
+
+
+def _reason(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Old:
+    """What a write needs to know of the row it replaces."""
+
+    status: str
+    reason: str
+    priority: int
+    depth: int
+    seq: int
+    next_fetch_at: float
+
+
+@dataclass(slots=True)
+class _HostLock:
+    lock: asyncio.Lock
+    users: int = 0
+
+
+class CassandraStateStore:
+    """:class:`~common.ports.StateStore` over a Cassandra keyspace (cluster mode).
+
+    ``connect_timeout`` bounds how long :meth:`open` waits for the contact points (it
+    retries until then, for a server that is still starting); ``request_timeout`` bounds
+    each request; ``max_concurrency`` bounds requests in flight from this store. Use
+    ``await store.open()`` and ``await store.close()``, or ``async with``.
+    """
+
+    def __init__(self, settings: StoreSettings, *, connect_timeout: float = 10.0,
+                 request_timeout: float = 30.0, max_concurrency: int = 128) -> None:
+        keyspace = settings.keyspace.strip()
+        if not _KEYSPACE_RE.fullmatch(keyspace):
+            raise ValueError(f"CRAWLER_STORE_KEYSPACE: {settings.keyspace!r} is not a valid "
+                             "keyspace name (a letter, then letters, digits or _; at most 48)")
+        if not settings.cassandra_hosts:
+            raise ValueError("CRAWLER_STORE_CASSANDRA_HOSTS: no contact points")
+        self.settings = settings
+        self.keyspace = keyspace
+        self._read = _level(settings.read_consistency, "CRAWLER_STORE_READ_CONSISTENCY")
+        self._write = _level(settings.write_consistency, "CRAWLER_STORE_WRITE_CONSISTENCY")
+        self._rmw = _overlapping_read(self._read, self._write)
+        self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
+        self._max_concurrency = max_concurrency
+        self._cluster: Any = None
+        self._session: Any = None
+        self._slots: asyncio.Semaphore | None = None
+        self._ps: dict[str, Any] = {}
+        self._locks: dict[str, _HostLock] = {}
+        self.buckets = STATUS_BUCKETS
+
+    @property
+    def contact_points(self) -> str:
+        port = self.settings.cassandra_port
+        return ", ".join(f"{h}:{port}" for h in self.settings.cassandra_hosts)
+
+    async def __aenter__(self) -> CassandraStateStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------- open / close
+
+    async def open(self) -> None:
+        """Connect, create or check the keyspace and schema, prepare statements.
+
+        Raises :class:`CassandraUnavailableError` naming the contact points when none
+        answers within ``connect_timeout``; :class:`SchemaError` when the keyspace holds
+        a newer or incompatible schema. Calling it twice is harmless.
+        """
+        if self._session is not None:
+            return
+        cluster, session = await self._connect()
+        try:
+            await asyncio.to_thread(self._migrate_sync, cluster, session)
+            await asyncio.to_thread(self._prepare_sync, session)
+        except BaseException:
+            await asyncio.to_thread(cluster.shutdown)
+            raise
+        self._cluster, self._session = cluster, session
+        self._slots = asyncio.Semaphore(self._max_concurrency)
+
+    async def _connect(self) -> tuple[Any, Any]:
+        deadline = time.monotonic() + self._connect_timeout
+        while True:
+            left = max(deadline - time.monotonic(), 0.5)
+            profile = ExecutionProfile(
+                load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()),
+                consistency_level=self._read, request_timeout=self._request_timeout,
+                row_factory=tuple_factory)
+            cluster = None
+            try:
+                cluster = Cluster(list(self.settings.cassandra_hosts),
+                                  port=self.settings.cassandra_port,
+                                  connect_timeout=min(left, 5.0),
+                                  control_connection_timeout=min(left, 5.0),
+                                  execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                                  # without it, requests over a few KiB wait ~40 ms (Nagle)
+                                  sockopts=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                                  max_schema_agreement_wait=30)
+                session = await asyncio.to_thread(cluster.connect)
+            except (NoHostAvailable, UnresolvableContactPoints, OperationTimedOut,
+                    OSError) as exc:
+                if cluster is not None:
+                    await asyncio.to_thread(cluster.shutdown)
+                if time.monotonic() + 1.0 >= deadline:
+                    detail = ("no contact point resolves"
+                              if isinstance(exc, UnresolvableContactPoints) else str(exc))
+                    raise CassandraUnavailableError(
+                        f"Cassandra did not answer at {self.contact_points} within "
+                        f"{self._connect_timeout:g} s: {detail}") from exc
+                await asyncio.sleep(1.0)
+                continue
+            except BaseException:
+                if cluster is not None:
+                    await asyncio.to_thread(cluster.shutdown)
+                raise
+            return cluster, session
+
+    def _statement(self, cql: str, level: int | None = None) -> Any:
+        return SimpleStatement(cql, consistency_level=self._write if level is None else level)
+
+    def _migrate_sync(self, cluster: Any, session: Any) -> None:
+        """Create what is missing (idempotent), add missing columns, check the version."""
+        ks = self.keyspace
+        timeout = max(self._request_timeout, 60.0)
+        session.execute(
+            f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {{'class': "
+            f"'SimpleStrategy', 'replication_factor': {self.settings.replication_factor}}}",
+            timeout=timeout)
+        for table in TABLES:
+            session.execute(table.ddl(ks), timeout=timeout)
+        cluster.refresh_keyspace_metadata(ks)
+        for table in TABLES:
+            have = self._columns_sync(cluster, table.name)
+            for name, cql_type in table.columns.items():
+                if name not in have:
+                    if name in table.key_columns:
+                        raise SchemaError(f"{ks}.{table.name}: key column {name} is missing; "
+                                          "the table has another layout")
+                    # Migration: columns added by later versions of a table. Another
+                    # process may be adding the same column: that is fine too.
+                    with contextlib.suppress(InvalidRequest):
+                        session.execute(f"ALTER TABLE {ks}.{table.name} ADD {name} "
+                                        f"{cql_type}", timeout=timeout)
+                elif have[name] != cql_type:
+                    raise SchemaError(f"{ks}.{table.name}.{name} is {have[name]}, "
+                                      f"expected {cql_type}")
+        # The first store to open a keyspace fixes its version and bucket count.
+        result = session.execute(self._statement(
+            f"INSERT INTO {ks}.schema_version (name, version, buckets) VALUES "
+            f"('crawler', {SCHEMA_VERSION}, {STATUS_BUCKETS}) IF NOT EXISTS"), timeout=timeout)
+        row = dict(zip(result.column_names, result.one(), strict=True))
+        if not row["[applied]"]:
+            version, buckets = row["version"], row["buckets"]
+            if version is None or buckets is None or buckets < 1:
+                raise SchemaError(f"{ks}.schema_version: incomplete row {row!r}")
+            if version > SCHEMA_VERSION:
+                raise SchemaError(f"keyspace {ks}: schema version {version} is newer than "
+                                  f"this code supports ({SCHEMA_VERSION})")
+            # Later versions migrate here, one step per version, then record the version.
+            self.buckets = int(buckets)
+
+    def _columns_sync(self, cluster: Any, table: str) -> dict[str, str]:
+        """The table's columns and types, once the driver's schema metadata shows it.
+
+        A table another process created a moment ago can take a refresh or two to appear.
+        """
+        deadline = time.monotonic() + 30.0
+        while True:
+            keyspace = cluster.metadata.keyspaces.get(self.keyspace)
+            found = keyspace.tables.get(table) if keyspace is not None else None
+            if found is not None:
+                return {name: col.cql_type for name, col in found.columns.items()}
+            if time.monotonic() > deadline:
+                raise SchemaError(f"{self.keyspace}.{table}: not visible after it was created")
+            time.sleep(0.2)
+            cluster.refresh_schema_metadata(max_schema_agreement_wait=10)
+
+    def _prepare_sync(self, session: Any) -> None:
+        ks = self.keyspace
+        url_cols = _URLS.columns
+
+        def insert(table: str, columns: Sequence[str]) -> str:
+            return (f"INSERT INTO {ks}.{table} ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('?' for _ in columns)})")
+
+        old = "url, status, reason, priority, depth, seq, next_fetch_at"
+        cql = {
+            "put_url": (insert("url_state", url_cols), self._write),
+            "get_url": (f"SELECT {_URLS.select} FROM {ks}.url_state "
+                        "WHERE host = ? AND url = ?", self._read),
+            "get_urls": (f"SELECT {_URLS.select} FROM {ks}.url_state "
+                         "WHERE host = ? AND url IN ?", self._read),
+            "old_urls": (f"SELECT {old} FROM {ks}.url_state WHERE host = ? AND url IN ?",
+                         self._rmw),
+            "queue_put": (insert("url_queue", tuple(_TABLES["url_queue"].columns)), self._write),
+            "queue_del": (f"DELETE FROM {ks}.url_queue WHERE host = ? AND priority = ? "
+                          "AND depth = ? AND seq = ? AND url = ?", self._write),
+            "queue_scan": ("SELECT priority, depth, seq, url, next_fetch_at "
+                           f"FROM {ks}.url_queue WHERE host = ?", self._read),
+            "next_put": (insert("url_next", ("host", "next_fetch_at", "url")), self._write),
+            "next_del": (f"DELETE FROM {ks}.url_next WHERE host = ? AND next_fetch_at = ? "
+                         "AND url = ?", self._write),
+            "next_first": (f"SELECT next_fetch_at FROM {ks}.url_next WHERE host = ? LIMIT 1",
+                           self._read),
+            "status_put": (insert("url_by_status", ("host", "status", "url")), self._write),
+            "status_del": (f"DELETE FROM {ks}.url_by_status WHERE host = ? AND status = ? "
+                           "AND url = ?", self._write),
+            "status_scan": (f"SELECT url FROM {ks}.url_by_status WHERE host = ? "
+                            "AND status = ?", self._read),
+            "counts_put": (insert("url_counts", ("status", "bucket", "host", "reason", "n")),
+                           self._write),
+            "counts_of_host": (f"SELECT reason, n FROM {ks}.url_counts WHERE status = ? "
+                               "AND bucket = ? AND host = ?", self._rmw),
+            "counts_scan": (f"SELECT host, reason, n FROM {ks}.url_counts WHERE status = ? "
+                            "AND bucket = ?", self._read),
+            "put_host": (insert("hosts", _HOSTS.columns), self._write),
+            "get_host": (f"SELECT {_HOSTS.select} FROM {ks}.hosts WHERE host = ?",
+                         self._read),
+            "list_hosts": (f"SELECT {_HOSTS.select} FROM {ks}.hosts", self._read),
+            "put_robots": (insert("robots", _ROBOTS.columns), self._write),
+            "get_robots": (f"SELECT {_ROBOTS.select} FROM {ks}.robots WHERE origin = ?",
+                           self._read),
+            "claim": (insert("content", ("content_hash", "url", "record_file",
+                                         "record_offset", "record_length"))
+                      + " IF NOT EXISTS", self._write),
+            "set_record": (f"UPDATE {ks}.content SET record_file = ?, record_offset = ?, "
+                           "record_length = ? WHERE content_hash = ? IF url = ?",
+                           self._write),
+            "simhash_put": (insert("simhash_blocks", ("block_key", "url", "simhash")),
+                            self._write),
+            "simhash_get": (f"SELECT url, simhash FROM {ks}.simhash_blocks "
+                            "WHERE block_key = ?", self._read),
+        }
+        prepared: dict[str, Any] = {}
+        for name, (text, level) in cql.items():
+            statement = session.prepare(text)
+            statement.consistency_level = level
+            if name in ("claim", "set_record"):
+                statement.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
+            prepared[name] = statement
+        self._ps = prepared
+
+    async def close(self) -> None:
+        """Disconnect. Calling it twice is harmless."""
+        cluster, self._cluster, self._session = self._cluster, None, None
+        self._slots = None
+        if cluster is not None:
+            await asyncio.to_thread(cluster.shutdown)
+
+    async def truncate(self) -> None:
+        """Empty every table of the keyspace and keep the schema (tests; a crawl anew)."""
+        for table in TABLES:
+            if table.name == "schema_version":
+                continue
+            probe = SimpleStatement(f"SELECT * FROM {self.keyspace}.{table.name} LIMIT 1",
+                                    consistency_level=ConsistencyLevel.ALL)
+            if (await self._send(probe)).current_rows:
+                await self._send(SimpleStatement(f"TRUNCATE {self.keyspace}.{table.name}"),
+                                 request_timeout=max(self._request_timeout, 60.0))
+
+    async def drop_keyspace(self) -> None:
+        """Drop this crawl's keyspace and everything in it."""
+        await self._send(SimpleStatement(f"DROP KEYSPACE IF EXISTS {self.keyspace}"),
+                         request_timeout=max(self._request_timeout, 120.0))
+
+    # --------------------------------------------------------------- plumbing
+
+    async def _send(self, statement: Any, paging_state: Any = None, *,
+                    request_timeout: float | None = None) -> Any:
+        """Run one statement on the driver's I/O thread; the result set of one page."""
+        if self._session is None or self._slots is None:
+            raise RuntimeError("the state store is not open")
+        async with self._slots:
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[Any] = loop.create_future()
+            future = self._session.execute_async(
+                statement, paging_state=paging_state,
+                timeout=self._request_timeout if request_timeout is None else request_timeout)
+
+            def settle(outcome: Any, failed: bool) -> None:
+                if done.done():
+                    return
+                if failed:
+                    done.set_exception(outcome)
+                else:
+                    done.set_result(outcome)
+
+            def on_result(_rows: Any) -> None:
+                try:
+                    result, failed = future.result(), False
+                except Exception as exc:  # the driver re-raises what ended the request
+                    result, failed = exc, True
+                with contextlib.suppress(RuntimeError):  # the loop already closed
+                    loop.call_soon_threadsafe(settle, result, failed)
+
+            def on_error(exc: BaseException) -> None:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(settle, exc, True)
+
+            future.add_callbacks(on_result, on_error)
+            return await done
+
+    def _bind(self, name: str, params: Sequence[Any]) -> Any:
+        if self._session is None:
+            raise RuntimeError("the state store is not open")
+        return self._ps[name].bind(params)
+
+    async def _query(self, name: str, params: Sequence[Any], *,
+                     fetch_size: int | None = None) -> Any:
+        bound = self._bind(name, params)
+        if fetch_size is not None:
+            bound.fetch_size = fetch_size
+        return await self._send(bound)
+
+    async def _rows(self, name: str, params: Sequence[Any]) -> list[Any]:
+        return list((await self._query(name, params)).current_rows)
+
+    async def _pages(self, name: str, params: Sequence[Any],
+                     fetch_size: int = 5000) -> AsyncGenerator[list[Any], None]:
+        bound = self._bind(name, params)
+        bound.fetch_size = fetch_size
+        paging_state = None
+        while True:
+            result = await self._send(bound, paging_state)
+            yield list(result.current_rows)
+            paging_state = result.paging_state
+            if paging_state is None:
+                return
+
+    async def _all_rows(self, name: str, params: Sequence[Any]) -> list[Any]:
+        rows: list[Any] = []
+        async with contextlib.aclosing(self._pages(name, params)) as pages:
+            async for page in pages:
+                rows += page
+        return rows
+
+    def _batch(self) -> Any:
+        return BatchStatement(batch_type=BatchType.LOGGED, consistency_level=self._write)
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, hosts: Iterable[str]) -> AsyncIterator[None]:
+        """Hold this process's write lock of each host (in sorted order: no deadlock)."""
+        names = sorted(set(hosts))
+        entries: list[_HostLock] = []
+        for host in names:
+            entry = self._locks.get(host)
+            if entry is None:
+                entry = self._locks[host] = _HostLock(asyncio.Lock())
+            entry.users += 1
+            entries.append(entry)
+        held: list[asyncio.Lock] = []
+        try:
+            for entry in entries:
+                await entry.lock.acquire()
+                held.append(entry.lock)
+            yield
+        finally:
+            for lock in held:
+                lock.release()
+            for host, entry in zip(names, entries, strict=True):
+                entry.users -= 1
+                if entry.users == 0:
+                    del self._locks[host]
+
+    def bucket(self, host: str) -> int:
+        """The url_counts bucket of ``host``."""
+        return zlib.crc32(host.encode("utf-8", "surrogatepass")) % self.buckets
+
+    # -------------------------------------------------------------- url_state
+
+    async def add_urls(self, rows: Sequence[UrlState]) -> list[UrlState]:
+        """Insert rows whose (host, url) is new, numbering them in order (``seq``).
+
+        Of rows repeated within the call, the first counts. Returns the inserted rows.
+        """
+        if not rows:
+            return []
+        unique: dict[tuple[str, str], UrlState] = {}
+        for r in rows:
+            _check(r)
+            unique.setdefault((r.host, r.url), r)
+        by_host: dict[str, list[UrlState]] = {}
+        for r in unique.values():
+            by_host.setdefault(r.host, []).append(r)
+        async with self._locked(by_host):
+            known = await self._old_rows(by_host)
+            fresh = [r for r in unique.values() if (r.host, r.url) not in known]
+            if not fresh:
+                return []
+            first = _take_seqs(len(fresh))
+            inserted = [msgspec.structs.replace(r, seq=first + i) for i, r in enumerate(fresh)]
+            changes: dict[str, list[tuple[_Old | None, UrlState]]] = {}
+            for r in inserted:
+                changes.setdefault(r.host, []).append((None, r))
+            await self._apply(changes)
+        return inserted
+
+    async def get_url(self, host: str, url: str) -> UrlState | None:
+        rows = await self._rows("get_url", (host, url))
+        return _URLS.decode(rows[0]) if rows else None
+
+    async def put_url(self, row: UrlState) -> None:
+        """Insert or replace one row, ``seq`` included."""
+        await self.put_urls([row])
+
+    async def put_urls(self, rows: Sequence[UrlState]) -> None:
+        """Insert or replace rows; of rows repeated within the call, the last counts."""
+        if not rows:
+            return
+        last: dict[tuple[str, str], UrlState] = {}
+        for r in rows:
+            last.pop((r.host, r.url), None)
+            last[(r.host, r.url)] = r
+        for r in last.values():
+            _check(r)
+        by_host: dict[str, list[UrlState]] = {}
+        for r in last.values():
+            by_host.setdefault(r.host, []).append(r)
+        async with self._locked(by_host):
+            old = await self._old_rows(by_host)
+            changes = {host: [(old.get((host, r.url)), r) for r in group]
+                       for host, group in by_host.items()}
+            await self._apply(changes)
+
+    async def _old_rows(self, by_host: dict[str, list[UrlState]]) -> dict[tuple[str, str], _Old]:
+        """The stored state of these rows, read at the write-overlapping level."""
+        keys = [(host, list(chunk)) for host, group in by_host.items()
+                for chunk in _chunks([r.url for r in group], _IN_ROWS)]
+        results = await asyncio.gather(*(self._rows("old_urls", key) for key in keys))
+        found: dict[tuple[str, str], _Old] = {}
+        for (host, _), result in zip(keys, results, strict=True):
+            for url, status, reason, priority, depth, seq, next_fetch_at in result:
+                found[(host, url)] = _Old(status, reason or "", priority, depth, seq,
+                                          next_fetch_at)
+        return found
+
+    async def _apply(self, changes: dict[str, list[tuple[_Old | None, UrlState]]]) -> None:
+        """Write each host's changes: its chunks in order, hosts concurrently."""
+        await asyncio.gather(*(self._apply_host(host, items) for host, items in changes.items()))
+
+    async def _apply_host(self, host: str, items: list[tuple[_Old | None, UrlState]]) -> None:
+        bucket = self.bucket(host)
+        statuses = {str(new.status) for _, new in items}
+        statuses |= {old.status for old, _ in items if old is not None}
+        counts = await self._host_counts(host, bucket, statuses)
+        ps = self._ps
+        for chunk in _batches(items):
+            batch = self._batch()
+            touched: set[tuple[str, str]] = set()
+            for old, new in chunk:
+                url, status = new.url, str(new.status)
+                key = (new.priority, new.depth, new.seq)
+                batch.add(ps["put_url"], _URLS.encode(new, unset_none=old is None))
+                if old is not None:
+                    if old.status == _QUEUED:
+                        if status != _QUEUED or (old.priority, old.depth, old.seq) != key:
+                            batch.add(ps["queue_del"], (host, old.priority, old.depth,
+                                                        old.seq, url))
+                        if status != _QUEUED or old.next_fetch_at != new.next_fetch_at:
+                            batch.add(ps["next_del"], (host, old.next_fetch_at, url))
+                    elif old.status != status:
+                        batch.add(ps["status_del"], (host, old.status, url))
+                    was = (old.status, old.reason)
+                    counts[was] -= 1
+                    touched.add(was)
+                if status == _QUEUED:
+                    batch.add(ps["queue_put"], (host, *key, url, new.next_fetch_at))
+                    batch.add(ps["next_put"], (host, new.next_fetch_at, url))
+                else:
+                    batch.add(ps["status_put"], (host, status, url))
+                now = (status, _reason(new.reason))
+                counts[now] += 1
+                touched.add(now)
+            for status, reason in sorted(touched):
+                batch.add(ps["counts_put"], (status, bucket, host, reason,
+                                             counts[(status, reason)]))
+            await self._send(batch)
+
+    async def _host_counts(self, host: str, bucket: int,
+                           statuses: Iterable[str]) -> Counter[tuple[str, str]]:
+        ordered = sorted(statuses)
+        results = await asyncio.gather(*(self._rows("counts_of_host", (status, bucket, host))
+                                          for status in ordered))
+        counts: Counter[tuple[str, str]] = Counter()
+        for status, rows in zip(ordered, results, strict=True):
+            for reason, n in rows:
+                counts[(status, reason)] = n
+        return counts
+
+    async def _fetch_rows(self, host: str, urls: Sequence[str]) -> dict[str, UrlState]:
+        results = await asyncio.gather(*(self._rows("get_urls", (host, list(chunk)))
+                                         for chunk in _chunks(urls, _IN_ROWS)))
+        return {r.url: r for rows in results for r in map(_URLS.decode, rows)}
+
+    async def due_urls(self, host: str, now: float, limit: int) -> list[UrlState]:
+        """Queued rows of ``host`` with next_fetch_at <= now, by (priority, depth, seq)."""
+        if limit <= 0:
+            return []
+        return await self._queued(host, limit, now)
+
+    async def _queued(self, host: str, limit: int, now: float | None) -> list[UrlState]:
+        """The host's queued rows in queue order (those due by ``now``, if given).
+
+        Reads url_queue in order and the url_state rows its entries name; an entry that
+        disagrees with its row (a resurrected delete) is skipped.
+        """
+        found: list[UrlState] = []
+        fetch_size = min(max(4 * limit, 100), 5000)
+        async with contextlib.aclosing(self._pages("queue_scan", (host,),
+                                                   fetch_size)) as pages:
+            async for page in pages:
+                entries = [e for e in page if now is None or e[4] <= now]
+                while entries and len(found) < limit:
+                    take, entries = entries[:limit - len(found)], entries[limit - len(found):]
+                    rows = await self._fetch_rows(host, [e[3] for e in take])
+                    for priority, depth, seq, url, next_fetch_at in take:
+                        r = rows.get(url)
+                        if (r is not None and r.status is UrlStatus.QUEUED
+                                and (r.priority, r.depth, r.seq, r.next_fetch_at)
+                                == (priority, depth, seq, next_fetch_at)):
+                            found.append(r)
+                if len(found) >= limit:
+                    break
+        return found
+
+    async def next_due_time(self, host: str) -> float | None:
+        """Smallest next_fetch_at of the host's queued rows, or None if none are queued."""
+        rows = await self._rows("next_first", (host,))
+        return float(rows[0][0]) if rows else None
+
+    async def urls_with_status(self, status: UrlStatus, limit: int,
+                               host: str | None = None) -> list[UrlState]:
+        """Rows in ``status``: of one host by (priority, depth, seq), else host by host.
+
+        Reads the host's partition of that status (url_queue for QUEUED, else
+        url_by_status) and the rows it names: cost grows with the host's rows in that
+        status, which for the recovery statuses (IN_FLIGHT, FETCHED) stays small.
+        """
+        if limit <= 0:
+            return []
+        status = UrlStatus(status)
+        if host is not None:
+            return await self._host_urls_with_status(status, limit, host)
+        found: list[UrlState] = []
+        for h in await self.hosts_with_status(status):
+            found += await self._host_urls_with_status(status, limit - len(found), h)
+            if len(found) >= limit:
+                break
+        return found
+
+    async def _host_urls_with_status(self, status: UrlStatus, limit: int,
+                                     host: str) -> list[UrlState]:
+        if status is UrlStatus.QUEUED:
+            return await self._queued(host, limit, None)
+        urls = [r[0] for r in await self._all_rows("status_scan", (host, str(status)))]
+        rows = await self._fetch_rows(host, urls)
+        matching = [r for r in rows.values() if r.status is status]
+        matching.sort(key=lambda r: (r.priority, r.depth, r.seq, r.url))
+        return matching[:limit]
+
+    async def hosts_with_status(self, status: UrlStatus) -> list[str]:
+        """Hosts with at least one row in ``status``, sorted."""
+        status = UrlStatus(status)
+        results = await asyncio.gather(*(self._all_rows("counts_scan", (str(status), b))
+                                         for b in range(self.buckets)))
+        return sorted({host for rows in results for host, _, n in rows if n > 0})
+
+    async def count_urls(self) -> dict[tuple[str, str], int]:
+        """Counts by (status, reason or ''), summed over the hosts' count rows."""
+        keys = [(str(s), b) for s in UrlStatus for b in range(self.buckets)]
+        results = await asyncio.gather(*(self._all_rows("counts_scan", k) for k in keys))
+        totals: Counter[tuple[str, str]] = Counter()
+        for (status, _), rows in zip(keys, results, strict=True):
+            for _, reason, n in rows:
+                totals[(status, reason)] += n
+        return {k: n for k, n in totals.items() if n > 0}
+
+    # ------------------------------------------------------------------ hosts
+
+    async def get_host(self, host: str) -> HostState | None:
+        rows = await self._rows("get_host", (host,))
+        return _HOSTS.decode(rows[0]) if rows else None
+
+    async def put_host(self, row: HostState) -> None:
+        await self._query("put_host", _HOSTS.encode(row))
+
+    async def list_hosts(self) -> list[HostState]:
+        """Every host row, sorted by host (a scan of the hosts table)."""
+        hosts = [_HOSTS.decode(r) for r in await self._all_rows("list_hosts", ())]
+        return sorted(hosts, key=lambda h: h.host)
+
+    # ----------------------------------------------------------------- robots
+
+    async def get_robots(self, origin: str) -> RobotsRecord | None:
+        rows = await self._rows("get_robots", (origin,))
+        return _ROBOTS.decode(rows[0]) if rows else None
+
+    async def put_robots(self, row: RobotsRecord) -> None:
+        await self._query("put_robots", _ROBOTS.encode(row))
+
+    # --------------------------------------------------- content fingerprints
+
+    async def _lwt(self, name: str, params: Sequence[Any]) -> dict[str, Any]:
+        """Run a lightweight transaction, retrying timeouts and contention; its row."""
+        for attempt in range(_LWT_ATTEMPTS):
+            try:
+                result = await self._query(name, params)
+            except (Timeout, Unavailable, CoordinationFailure, OperationTimedOut) as exc:
+                if attempt == _LWT_ATTEMPTS - 1:
+                    raise
+                log.debug("retrying %s after %r", name, exc)
+                await asyncio.sleep(0.02 * 2 ** attempt)
+                continue
+            return dict(zip(result.column_names, result.current_rows[0], strict=True))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def claim_content(self, content_hash: str, url: str,
+                            record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
+        """Record ``url`` as the first holder of ``content_hash`` unless one exists.
+
+        Returns the holder (url, record): ``url`` itself when this call claimed it (or
+        claimed it before: a repeated claim by the holder returns the stored record).
+        """
+        pointer = ((UNSET_VALUE,) * 3 if record is None
+                   else (record.file, record.offset, record.length))
+        row = await self._lwt("claim", (content_hash, url, *pointer))
+        if row["[applied]"]:
+            return url, record
+        file = row["record_file"]
+        return row["url"], (None if file is None
+                            else RecordPointer(file, row["record_offset"], row["record_length"]))
+
+    async def set_content_record(self, content_hash: str, url: str,
+                                 record: RecordPointer) -> None:
+        """Set the record of the claim ``url`` holds on ``content_hash``.
+
+        A claim held by another URL is left alone; with no claim yet, ``url`` claims it.
+        """
+        pointer = (record.file, record.offset, record.length)
+        row = await self._lwt("set_record", (*pointer, content_hash, url))
+        if not row["[applied]"] and "url" not in row:  # no claim at all
+            await self._lwt("claim", (content_hash, url, *pointer))
+
+    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
+        """Index ``url`` under each block key; adding it again is harmless."""
+        if not keys:
+            return
+        value = _to_signed(simhash)
+        signed = sorted({_to_signed(k) for k in keys})
+        await asyncio.gather(*(self._query("simhash_put", (k, url, value)) for k in signed))
+
+    async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
+        """(url, simhash) of every page indexed under any of ``keys``, each pair once."""
+        signed = sorted({_to_signed(k) for k in keys})
+        if not signed:
+            return []
+        results = await asyncio.gather(*(self._all_rows("simhash_get", (k,)) for k in signed))
+        found: dict[tuple[str, int], None] = {}
+        for rows in results:
+            for url, value in rows:
+                found[(url, _to_unsigned(value))] = None
+        return list(found)

@@ -1,0 +1,375 @@
+"""CassandraStateStore against a real Cassandra (``scripts/servers start cassandra``).
+
+The StateStore contract runs in tests/contract (parameter ``cassandra``). These tests
+cover what only this adapter promises: the schema is created, checked and migrated at
+open; the derived tables (queue, times, statuses, counts) stay in step with url_state;
+a clear, bounded error when Cassandra does not answer; and a rough measurement of
+add_urls throughput and due_urls latency (printed; run with ``-s`` to see it).
+
+Tests that need the server are skipped unless it answers on 127.0.0.1 (``CASSANDRA_PORT``,
+default 9042). Each uses a keyspace of its own, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from common.adapters.cassandra_store import (
+    STATUS_BUCKETS,
+    TABLES,
+    CassandraStateStore,
+    CassandraUnavailableError,
+    SchemaError,
+    _overlapping_read,
+)
+from common.messages import Reason, RecordPointer, UrlStatus
+from common.ports import UrlState
+from common.settings import StoreSettings
+
+pytestmark = pytest.mark.integration
+
+PORT = int(os.environ.get("CASSANDRA_PORT", "").strip() or 9042)
+
+
+def _answering() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", PORT), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[Any]:
+    """A plain driver session, for looking at and tampering with the tables."""
+    if not _answering():
+        pytest.skip(f"Cassandra is not running on 127.0.0.1:{PORT} (scripts/servers start)")
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import RoundRobinPolicy
+    from cassandra.query import tuple_factory
+
+    profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=60,
+                               row_factory=tuple_factory)
+    cluster = Cluster(["127.0.0.1"], port=PORT, connect_timeout=10,
+                      execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    try:
+        yield cluster.connect()
+    finally:
+        cluster.shutdown()
+
+
+@pytest.fixture
+async def settings(session: Any) -> AsyncIterator[StoreSettings]:
+    s = StoreSettings(backend="cassandra", cassandra_port=PORT,
+                      keyspace=f"itest_{uuid.uuid4().hex[:16]}")
+    yield s
+    await cql(session, f"DROP KEYSPACE IF EXISTS {s.keyspace}")
+
+
+async def cql(session: Any, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    return list(await asyncio.to_thread(session.execute, query, params))
+
+
+def row(host: str, path: str, **fields: Any) -> UrlState:
+    return UrlState(host=host, url=f"http://{host}{path}", **fields)
+
+
+# ------------------------------------------------------------------- schema
+
+
+async def test_open_creates_the_schema_and_is_idempotent(settings: StoreSettings,
+                                                         session: Any) -> None:
+    ks = settings.keyspace
+    first, second = CassandraStateStore(settings), CassandraStateStore(settings)
+    await asyncio.gather(first.open(), second.open())  # side by side on a new keyspace
+    await first.open()  # a second open of the same store is a no-op
+    [added] = await first.add_urls([row("i.example", "/")])
+    assert await second.get_url("i.example", "http://i.example/") == added
+    await first.close()
+    await first.close()
+    with pytest.raises(RuntimeError, match="not open"):
+        await first.get_url("i.example", "http://i.example/")
+    await second.close()
+
+    async with CassandraStateStore(settings) as third:  # the schema is already there
+        assert await third.get_url("i.example", "http://i.example/") == added
+
+    tables = {name: table_id for name, table_id in await cql(
+        session, "SELECT table_name, id FROM system_schema.tables WHERE keyspace_name = %s",
+        (ks,))}
+    assert set(tables) == {t.name for t in TABLES}
+    # table ids depend only on the names, so coordinators creating them agree
+    assert tables["url_state"] != tables["url_queue"]
+    assert tables["url_state"] == uuid.UUID(TABLES[1].ddl(ks).rsplit("WITH ID = ", 1)[1])
+    replication = (await cql(session, "SELECT replication FROM system_schema.keyspaces "
+                             "WHERE keyspace_name = %s", (ks,)))[0][0]
+    assert replication["class"].endswith("SimpleStrategy")
+    assert replication["replication_factor"] == str(settings.replication_factor)
+    assert await cql(session, f"SELECT name, version, buckets FROM {ks}.schema_version") == [
+        ("crawler", 1, STATUS_BUCKETS)]
+
+
+async def test_open_adds_a_missing_column(settings: StoreSettings, session: Any) -> None:
+    async with CassandraStateStore(settings):
+        pass
+    await cql(session, f"ALTER TABLE {settings.keyspace}.url_state DROP etag")
+    async with CassandraStateStore(settings) as store:
+        r = row("m.example", "/", etag='"v1"', status=UrlStatus.DONE)
+        await store.put_url(r)
+        assert await store.get_url(r.host, r.url) == r
+
+
+async def test_open_refuses_a_newer_schema(settings: StoreSettings, session: Any) -> None:
+    async with CassandraStateStore(settings):
+        pass
+    await cql(session, f"UPDATE {settings.keyspace}.schema_version SET version = 99 "
+                       "WHERE name = 'crawler'")
+    store = CassandraStateStore(settings)
+    with pytest.raises(SchemaError, match="newer"):
+        await store.open()
+    await store.close()
+
+
+async def test_open_refuses_a_table_of_another_shape(settings: StoreSettings,
+                                                     session: Any) -> None:
+    ks = settings.keyspace
+    await cql(session, f"CREATE KEYSPACE {ks} WITH replication = "
+                       "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    await cql(session, f"CREATE TABLE {ks}.hosts (host text PRIMARY KEY, page_count int)")
+    store = CassandraStateStore(settings)
+    with pytest.raises(SchemaError, match=r"hosts\.page_count is int, expected bigint"):
+        await store.open()
+
+
+# ---------------------------------------------------- errors and settings
+
+
+def _free_loopback_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+async def test_unreachable_cassandra_is_named_within_the_wait() -> None:
+    port = _free_loopback_port()
+    settings = StoreSettings(backend="cassandra", cassandra_hosts=("127.0.0.1",),
+                             cassandra_port=port, keyspace="nowhere")
+    store = CassandraStateStore(settings, connect_timeout=2.0)
+    started = time.monotonic()
+    with pytest.raises(CassandraUnavailableError, match=f"127.0.0.1:{port}.*within 2 s"):
+        await store.open()
+    assert time.monotonic() - started < 15
+    with pytest.raises(RuntimeError, match="not open"):
+        await store.count_urls()
+
+
+def test_bad_settings_name_the_variable() -> None:
+    with pytest.raises(ValueError, match="CRAWLER_STORE_KEYSPACE"):
+        CassandraStateStore(StoreSettings(keyspace="crawl-2024"))
+    with pytest.raises(ValueError, match="CRAWLER_STORE_KEYSPACE"):
+        CassandraStateStore(StoreSettings(keyspace="x; DROP KEYSPACE system"))
+    with pytest.raises(ValueError, match=r"CRAWLER_STORE_READ_CONSISTENCY.*'SOMETIMES'"):
+        CassandraStateStore(StoreSettings(read_consistency="SOMETIMES"))
+    with pytest.raises(ValueError, match="CRAWLER_STORE_WRITE_CONSISTENCY"):
+        CassandraStateStore(StoreSettings(write_consistency=""))
+    with pytest.raises(ValueError, match="CRAWLER_STORE_CASSANDRA_HOSTS"):
+        CassandraStateStore(StoreSettings(cassandra_hosts=()))
+
+
+def test_reads_before_writes_overlap_the_write_level() -> None:
+    from cassandra import ConsistencyLevel as Level
+
+    assert _overlapping_read(Level.LOCAL_ONE, Level.LOCAL_QUORUM) == Level.LOCAL_QUORUM
+    assert _overlapping_read(Level.QUORUM, Level.LOCAL_QUORUM) == Level.QUORUM
+    assert _overlapping_read(Level.ONE, Level.QUORUM) == Level.QUORUM
+    assert _overlapping_read(Level.LOCAL_ONE, Level.ONE) == Level.ALL
+    assert _overlapping_read(Level.LOCAL_ONE, Level.ALL) == Level.LOCAL_ONE
+
+
+async def test_consistency_levels_come_from_the_settings(settings: StoreSettings) -> None:
+    from cassandra import ConsistencyLevel as Level
+
+    tuned = StoreSettings(backend="cassandra", cassandra_port=PORT, keyspace=settings.keyspace,
+                          read_consistency="one", write_consistency="ONE")
+    async with CassandraStateStore(tuned) as store:
+        assert store._ps["get_url"].consistency_level == Level.ONE
+        assert store._ps["put_url"].consistency_level == Level.ONE
+        assert store._ps["old_urls"].consistency_level == Level.ALL  # one node: still works
+        assert store._ps["claim"].serial_consistency_level == Level.LOCAL_SERIAL
+        [added] = await store.add_urls([row("c.example", "/")])
+        assert await store.get_url(added.host, added.url) == added
+
+
+# --------------------------------------------------------- derived tables
+
+
+async def _check_derived(session: Any, store: CassandraStateStore) -> None:
+    """The queue, time, status and count tables say exactly what url_state says."""
+    ks = store.keyspace
+    state = await cql(session, f"SELECT host, url, status, reason, priority, depth, seq, "
+                               f"next_fetch_at FROM {ks}.url_state")
+    queued = [r for r in state if r[2] == "queued"]
+    assert sorted(await cql(session, f"SELECT host, priority, depth, seq, url, next_fetch_at "
+                                     f"FROM {ks}.url_queue")) == sorted(
+        (h, p, d, s, u, n) for h, u, _, _, p, d, s, n in queued)
+    assert sorted(await cql(session, f"SELECT host, next_fetch_at, url FROM {ks}.url_next")
+                  ) == sorted((h, n, u) for h, u, *_, n in queued)
+    assert sorted(await cql(session, f"SELECT host, status, url FROM {ks}.url_by_status")
+                  ) == sorted((h, st, u) for h, u, st, *_ in state if st != "queued")
+    counts = {(st, b, h, r): n for st, b, h, r, n in await cql(
+        session, f"SELECT status, bucket, host, reason, n FROM {ks}.url_counts") if n}
+    expected = Counter((st, store.bucket(h), h, r or "") for h, _, st, r, *_ in state)
+    assert counts == dict(expected)
+
+
+async def test_derived_tables_follow_every_change(settings: StoreSettings,
+                                                  session: Any) -> None:
+    async with CassandraStateStore(settings) as store:
+        added = await store.add_urls(
+            [row(f"h{i % 3}.example", f"/{i}", priority=i % 2, depth=i % 4,
+                 next_fetch_at=float(i)) for i in range(40)]
+            + [row("h0.example", "/robots-says-no", status=UrlStatus.REJECTED,
+                   reason=Reason.ROBOTS)])
+        assert len(added) == 41
+        await _check_derived(session, store)
+
+        flying = [msgspec.structs.replace(r, status=UrlStatus.IN_FLIGHT) for r in added[:10]]
+        await store.put_urls(flying)
+        await _check_derived(session, store)
+        assert sorted(await store.hosts_with_status(UrlStatus.IN_FLIGHT)) == [
+            "h0.example", "h1.example", "h2.example"]
+
+        done = [msgspec.structs.replace(r, status=UrlStatus.DONE, http_status=200)
+                for r in flying[:6]]
+        moved = [msgspec.structs.replace(r, priority=5, depth=1, next_fetch_at=99.0)
+                 for r in added[20:25]]  # still queued: new place in the queue and time
+        await store.put_urls([*done, *moved, *done[:2]])  # repeats: the last counts
+        await _check_derived(session, store)
+
+        refresh = [msgspec.structs.replace(r, status=UrlStatus.QUEUED, next_fetch_at=500.0)
+                   for r in done[:3]]
+        dead = msgspec.structs.replace(flying[9], status=UrlStatus.DEAD, reason=Reason.DEAD)
+        await store.put_urls([*refresh, dead])
+        await _check_derived(session, store)
+        assert (await store.count_urls())[("dead", "dead")] == 1
+        assert await store.urls_with_status(UrlStatus.DEAD, 10) == [dead]
+        in_flight = await store.urls_with_status(UrlStatus.IN_FLIGHT, 100)
+        assert sorted(r.url for r in in_flight) == sorted(r.url for r in flying[6:9])
+        stored = [await store.get_url(r.host, r.url) for r in added]
+        queued_h1 = sorted((r for r in stored if r is not None and r.host == "h1.example"
+                            and r.status is UrlStatus.QUEUED),
+                           key=lambda r: (r.priority, r.depth, r.seq))
+        assert len(queued_h1) > 5
+        assert await store.urls_with_status(UrlStatus.QUEUED, 5, host="h1.example") == (
+            queued_h1[:5])
+
+
+async def test_queue_entries_that_outlived_their_row_are_skipped(settings: StoreSettings,
+                                                                 session: Any) -> None:
+    """A delete that comes back (a replica that missed it) does not queue a URL again."""
+    async with CassandraStateStore(settings) as store:
+        [a, b] = await store.add_urls([row("z.example", "/a", priority=1),
+                                       row("z.example", "/b", priority=1)])
+        await store.put_url(msgspec.structs.replace(a, status=UrlStatus.DONE))
+        await cql(session, f"INSERT INTO {settings.keyspace}.url_queue (host, priority, depth, "
+                           "seq, url, next_fetch_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                  (a.host, 0, 0, a.seq, a.url, 0.0))
+        await cql(session, f"INSERT INTO {settings.keyspace}.url_queue (host, priority, depth, "
+                           "seq, url, next_fetch_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                  (b.host, 0, 0, b.seq, b.url, 0.0))  # b is queued, but at priority 1
+        assert await store.due_urls("z.example", 10.0, 10) == [b]
+        assert await store.urls_with_status(UrlStatus.QUEUED, 10, host="z.example") == [b]
+
+
+async def test_invalid_rows_fail_before_anything_is_written(settings: StoreSettings) -> None:
+    async with CassandraStateStore(settings) as store:
+        good = row("v.example", "/good")
+        with pytest.raises(ValueError, match="64-bit"):
+            await store.add_urls([good, row("v.example", "/bad", simhash=1 << 64)])
+        with pytest.raises(ValueError, match="64-bit"):
+            await store.put_urls([good, row("v.example", "/bad", simhash=-1)])
+        with pytest.raises(ValueError, match="64-bit"):
+            await store.add_simhash([1, -5], "http://v.example/", 7)
+        assert await store.get_url(good.host, good.url) is None
+        assert await store.count_urls() == {}
+        assert await store.simhash_candidates([1]) == []
+
+
+async def test_set_content_record_without_a_claim_claims(settings: StoreSettings) -> None:
+    async with CassandraStateStore(settings) as store:
+        h = "sha256:" + "66" * 32
+        pointer = RecordPointer("crawl-00003.warc.gz", 10, 20)
+        await store.set_content_record(h, "http://a.example/", pointer)
+        assert await store.claim_content(h, "http://b.example/", None) == (
+            "http://a.example/", pointer)
+
+
+async def test_truncate_empties_every_table(settings: StoreSettings, session: Any) -> None:
+    async with CassandraStateStore(settings) as store:
+        await store.add_urls([row("t.example", "/")])
+        await store.claim_content("sha256:" + "77" * 32, "http://t.example/", None)
+        await store.truncate()
+        assert await store.count_urls() == {}
+        assert await store.next_due_time("t.example") is None
+        for table in TABLES:
+            rows = await cql(session, f"SELECT * FROM {settings.keyspace}.{table.name}")
+            assert (len(rows) == 1) if table.name == "schema_version" else rows == [], table
+
+
+# ------------------------------------------------------------ measurement
+
+
+async def test_measure_add_urls_and_due_urls(settings: StoreSettings) -> None:
+    """Rough numbers on this machine; the assertions check the work, not the speed."""
+    async with CassandraStateStore(settings) as store:
+        one_host = [row("big.example", f"/p/{i:06d}", priority=i % 3, depth=i % 5)
+                    for i in range(10_000)]
+        started = time.perf_counter()
+        added = await store.add_urls(one_host)
+        one_host_rate = len(added) / (time.perf_counter() - started)
+
+        many_hosts = [row(f"h{i % 100}.example", f"/p/{i:06d}") for i in range(10_000)]
+        started = time.perf_counter()
+        added_many = await store.add_urls(many_hosts)
+        many_hosts_rate = len(added_many) / (time.perf_counter() - started)
+        assert len(added) == len(added_many) == 10_000
+        assert await store.count_urls() == {("queued", ""): 20_000}
+
+        latencies = []
+        for _ in range(50):
+            started = time.perf_counter()
+            due = await store.due_urls("big.example", now=1.0, limit=10)
+            latencies.append(time.perf_counter() - started)
+        keys = [(r.priority, r.depth, r.seq) for r in due]
+        assert len(due) == 10 and keys == sorted(keys) and keys[0][:2] == (0, 0)
+
+        taken = await store.due_urls("big.example", now=1.0, limit=2_000)
+        started = time.perf_counter()
+        await store.put_urls([msgspec.structs.replace(r, status=UrlStatus.IN_FLIGHT)
+                              for r in taken])
+        put_rate = len(taken) / (time.perf_counter() - started)
+        after = []
+        for _ in range(50):
+            started = time.perf_counter()
+            due_after = await store.due_urls("big.example", now=1.0, limit=10)
+            after.append(time.perf_counter() - started)
+        assert {r.url for r in due_after}.isdisjoint(r.url for r in taken)
+        assert len(due_after) == 10
+
+        print(f"\ncassandra store: add_urls 10k rows, one host {one_host_rate:,.0f} rows/s, "
+              f"100 hosts {many_hosts_rate:,.0f} rows/s; put_urls {put_rate:,.0f} rows/s; "
+              f"due_urls(limit=10) median {statistics.median(latencies) * 1000:.1f} ms, "
+              f"after 2,000 rows left the queue "
+              f"{statistics.median(after) * 1000:.1f} ms")
