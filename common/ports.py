@@ -169,8 +169,13 @@ class StateStore(Protocol):
         """
         ...
 
+    async def set_content_record(self, content_hash: str, url: str,
+                                 record: RecordPointer) -> None:
+        """Set the record of a claim held by ``url`` (after its body was written)."""
+        ...
+
     async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
-        """Index ``url`` under each block key (see dedup.simhash_index)."""
+        """Index ``url`` under each block key (see common.simhash.block_keys)."""
         ...
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:

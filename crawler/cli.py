@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from common.settings import Settings, SettingsError, describe
+from crawler import embedded
 from frontier.stats import CrawlStats
 
 
@@ -114,8 +115,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"crawler: invalid setting: {exc}", file=sys.stderr)
         return 2
-    from crawler import embedded
-
     if args.command == "stats":
         stats = asyncio.run(embedded.read_stats(settings))
         print(format_stats(stats))

@@ -31,7 +31,7 @@ from common.messages import (
 )
 from common.ports import Bus, Delivery, StateStore
 from common.settings import Settings
-from dedup.simhash import block_keys, near_duplicate
+from common.simhash import block_keys, near_duplicate
 
 log = logging.getLogger(__name__)
 

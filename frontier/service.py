@@ -379,7 +379,9 @@ class Frontier:
         delay = politeness_delay(state, self.settings.politeness, self.delay_overrides)
         task = FetchTask(task_id=uuid.uuid4().hex, url=row.url, host=host, depth=row.depth,
                          priority=row.priority, attempt=row.attempts, hops=row.hops,
-                         etag=row.etag, last_modified=row.last_modified, delay=delay,
+                         etag=row.etag, last_modified=row.last_modified,
+                         previous_fetch_at=row.last_fetch_at, previous_record=row.record,
+                         delay=delay,
                          issued_at=now)
         await self.bus.publish(Topic.FETCH, host, task)
         if slot.in_flight < self.settings.politeness.max_in_flight_per_host:

@@ -1,0 +1,182 @@
+"""The fetcher stage: one FetchTask in, one FetchResult out.
+
+For each task: robots.txt for the URL's origin (cached; fetched first when unknown, and
+then the host rests its politeness gap before the page request), the page itself
+(SSRF-guarded, capped, never following redirects), and the archive: a body whose
+SHA-256 is new is written as a WARC response; a body already stored under another URL
+(or an earlier capture of the same URL) is written as a revisit record that refers to
+the first copy, and a 304 as a server-not-modified revisit. The result carries a
+pointer to the record, never the body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from common.archive import ArchiveWriter, Written, content_hash, payload_digest, read_response
+from common.messages import FetchOutcome, FetchResult, FetchTask, Topic
+from common.ports import BlobStore, Bus, Delivery, StateStore
+from common.settings import Settings
+from fetcher.http import HttpFetcher, Response
+from fetcher.robots_cache import RobotsCache, RobotsDecision
+
+log = logging.getLogger(__name__)
+
+ROBOTS_FAILURES = {
+    FetchOutcome.SSRF_BLOCKED: FetchOutcome.SSRF_BLOCKED,
+    FetchOutcome.DNS_ERROR: FetchOutcome.DNS_ERROR,
+}
+
+
+@dataclass(slots=True)
+class FetcherCounters:
+    tasks: int = 0
+    pages: int = 0
+    robots_fetches: int = 0
+    stored: int = 0
+    revisits: int = 0
+    errors: int = 0
+
+
+class FetcherStage:
+    def __init__(self, settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore,
+                 archive: ArchiveWriter, http: HttpFetcher, robots: RobotsCache) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.store = store
+        self.blobs = blobs
+        self.archive = archive
+        self.http = http
+        self.robots = robots
+        self.counters = FetcherCounters()
+
+    async def handle(self, delivery: Delivery) -> None:
+        task = delivery.message
+        if not isinstance(task, FetchTask):
+            raise TypeError(f"fetcher cannot handle {type(task).__name__}")
+        self.counters.tasks += 1
+        result = await self.fetch(task)
+        await self.bus.publish(Topic.FETCHED, task.host, result)
+
+    async def fetch(self, task: FetchTask) -> FetchResult:
+        try:
+            decision = await self.robots.for_url(task.url)
+        except ValueError as exc:
+            return FetchResult(task=task, outcome=FetchOutcome.UNSUPPORTED, error=str(exc))
+        robots_fetched = decision.fetched
+        if robots_fetched:
+            self.counters.robots_fetches += 1
+            if decision.response is not None and self.settings.fetcher.store_robots_in_warc:
+                for hop in decision.response.responses:
+                    if hop.status:
+                        await asyncio.to_thread(self._write_exchange, hop)
+        if robots_fetched and decision.outcome in ROBOTS_FAILURES:
+            return _robots_result(task, decision, ROBOTS_FAILURES[decision.outcome],
+                                  error=decision.error)
+        if not decision.available:
+            return _robots_result(task, decision, FetchOutcome.ROBOTS_UNAVAILABLE,
+                                  status=decision.status,
+                                  error=decision.error
+                                  or f"robots.txt status {decision.status}")
+        if not decision.allowed(task.url):
+            return _robots_result(task, decision, FetchOutcome.ROBOTS_BLOCKED)
+        if robots_fetched:
+            await asyncio.sleep(self._gap_after_robots(task, decision))
+        resp = await self.http.fetch(task.url, etag=task.etag, last_modified=task.last_modified)
+        self.counters.pages += 1
+        return await self._result(task, resp, robots_fetched, decision.crawl_delay)
+
+    def _gap_after_robots(self, task: FetchTask, decision: RobotsDecision) -> float:
+        gap = task.delay
+        if decision.crawl_delay is not None:
+            gap = max(gap, decision.crawl_delay)
+        return gap
+
+    async def _result(self, task: FetchTask, resp: Response, robots_fetched: bool,
+                      crawl_delay: float | None) -> FetchResult:
+        record = None
+        digest = None
+        duplicate_of = None
+        outcome = resp.outcome
+        if outcome is FetchOutcome.OK:
+            digest = content_hash(resp.body)
+            written, duplicate_of = await self._store_body(task, resp, digest)
+            record = written.pointer
+        elif outcome is FetchOutcome.NOT_MODIFIED:
+            record = (await self._store_not_modified(task, resp)).pointer
+        elif resp.status:
+            # errors, redirects, throttling: the exchange is archived as it was received
+            record = (await asyncio.to_thread(self._write_exchange, resp)).pointer
+        if outcome not in (FetchOutcome.OK, FetchOutcome.NOT_MODIFIED, FetchOutcome.REDIRECT):
+            self.counters.errors += 1
+        return FetchResult(
+            task=task, outcome=outcome, status=resp.status, fetched_at=resp.fetched_at,
+            elapsed=resp.elapsed, content_type=resp.content_type, charset=resp.charset,
+            location=resp.location, retry_after=resp.retry_after, etag=resp.etag,
+            last_modified=resp.last_modified, x_robots_tag=resp.x_robots_tag,
+            record=record, content_hash=digest, body_bytes=len(resp.body),
+            duplicate_of=duplicate_of, robots_crawl_delay=crawl_delay,
+            robots_fetched=robots_fetched, error=resp.error)
+
+    async def _store_body(self, task: FetchTask, resp: Response,
+                          digest: str) -> tuple[Written, str | None]:
+        """Write a new body once; any later copy becomes a revisit record."""
+        holder_url, holder_record = await self.store.claim_content(digest, task.url, None)
+        if holder_record is None and holder_url == task.url:
+            written = await asyncio.to_thread(self._write_exchange, resp)
+            await self.store.set_content_record(digest, task.url, written.pointer)
+            self.counters.stored += 1
+            return written, None
+        if holder_record is None:
+            # the first copy is being written by another fetch right now; storing this
+            # one in full keeps the archive self-contained
+            written = await asyncio.to_thread(self._write_exchange, resp)
+            self.counters.stored += 1
+            return written, holder_url
+        original = await asyncio.to_thread(read_response, self.blobs, holder_record)
+        written = await asyncio.to_thread(
+            self.archive.write_revisit, url=resp.url, fetched_at=resp.fetched_at,
+            status=resp.status, reason=resp.reason, response_headers=list(resp.headers),
+            refers_to_url=original.url, refers_to_date=original.warc_date,
+            refers_to_record_id=original.record_id, profile="identical-payload-digest",
+            payload_digest=original.payload_digest or payload_digest(resp.body),
+            ip=resp.peer_ip, body_length=len(resp.body))
+        self.counters.revisits += 1
+        return written, (holder_url if holder_url != task.url else None)
+
+    async def _store_not_modified(self, task: FetchTask, resp: Response) -> Written:
+        if task.previous_record is not None:
+            try:
+                original = await asyncio.to_thread(read_response, self.blobs,
+                                                   task.previous_record)
+            except (OSError, ValueError) as exc:
+                log.warning("cannot read the stored copy of %s: %s", task.url, exc)
+            else:
+                self.counters.revisits += 1
+                return await asyncio.to_thread(
+                    self.archive.write_revisit, url=resp.url, fetched_at=resp.fetched_at,
+                    status=resp.status, reason=resp.reason,
+                    response_headers=list(resp.headers), refers_to_url=original.url,
+                    refers_to_date=original.warc_date, refers_to_record_id=original.record_id,
+                    profile="server-not-modified", payload_digest=original.payload_digest,
+                    ip=resp.peer_ip)
+        return await asyncio.to_thread(self._write_exchange, resp)
+
+    def _write_exchange(self, resp: Response) -> Written:
+        return self.archive.write_exchange(
+            url=resp.url, method="GET", request_headers=list(resp.request_headers),
+            status=resp.status, reason=resp.reason, response_headers=list(resp.headers),
+            body=resp.body, fetched_at=resp.fetched_at, ip=resp.peer_ip,
+            http_version=resp.http_version or "1.1",
+            metadata={"fetchTimeMs": str(round(resp.elapsed * 1000))})
+
+
+def _robots_result(task: FetchTask, decision: RobotsDecision, outcome: FetchOutcome, *,
+                   status: int = 0, error: str | None = None) -> FetchResult:
+    """A result decided by robots.txt alone: no page request was made."""
+    return FetchResult(task=task, outcome=outcome, status=status,
+                       fetched_at=decision.fetched_at, error=error,
+                       robots_fetched=decision.fetched,
+                       robots_crawl_delay=decision.crawl_delay)

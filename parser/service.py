@@ -1,0 +1,120 @@
+"""The parser stage: a stored page in, links, text and a SimHash out.
+
+It consumes fetch results (topic fetched). For a page stored in full it reads the
+response record back by pointer (queues carry pointers, not bodies), decodes the
+charset, extracts links (honouring <base>, rel=nofollow, meta robots and X-Robots-Tag)
+and the main text, writes the text as a WARC conversion record, and publishes a
+ParsedPage. An exact duplicate (stored as a revisit) is passed on without parsing, so
+its links are never followed. Any failure on a hostile page ends as a ParsedPage with
+``error`` set: a recorded outcome for that URL, never a crash of the stage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import msgspec
+
+from common import urls
+from common.archive import ArchiveWriter, read_response
+from common.messages import FetchOutcome, FetchResult, ParsedPage, RecordPointer, Topic
+from common.ports import BlobStore, Bus, Delivery
+from common.settings import Settings
+from common.simhash import simhash64
+from parser.charset import decode_html
+from parser.html import extract, followable_links, parse_document
+from parser.text import main_text
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    title: str | None
+    text: str
+    links: list[str]
+    noindex: bool
+    nofollow: bool
+
+
+def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: str | None,
+            product_token: str, tracking: urls.TrackingRules) -> Extracted:
+    """Pure: decode, extract links and text. Links come back canonical and followable."""
+    decoded = decode_html(body, content_type)
+    media = (content_type or "text/html").split(";", 1)[0].strip().lower()
+    if media in HTML_TYPES or not media.startswith("text/plain"):
+        doc = parse_document(decoded.text)
+        parsed = extract(doc, url, x_robots_tag=x_robots_tag, product_token=product_token)
+        text = main_text(doc)
+        links: list[str] = []
+        seen: set[str] = set()
+        for link in followable_links(parsed):
+            try:
+                canon = urls.canonicalize(link, tracking=tracking)
+            except urls.UrlError:
+                continue
+            if canon not in seen:
+                seen.add(canon)
+                links.append(canon)
+        return Extracted(title=parsed.title, text=text, links=links, noindex=parsed.noindex,
+                         nofollow=parsed.nofollow)
+    return Extracted(title=None, text=decoded.text, links=[], noindex=False, nofollow=False)
+
+
+class ParserStage:
+    def __init__(self, settings: Settings, bus: Bus, blobs: BlobStore,
+                 archive: ArchiveWriter) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.blobs = blobs
+        self.archive = archive
+        self.tracking = urls.TrackingRules.from_settings(settings.urls)
+        self.parsed = 0
+        self.failed = 0
+
+    async def handle(self, delivery: Delivery) -> None:
+        result = delivery.message
+        if not isinstance(result, FetchResult):
+            raise TypeError(f"parser cannot handle {type(result).__name__}")
+        if result.outcome is not FetchOutcome.OK or result.record is None:
+            return  # the frontier records every other outcome
+        page = await self.parse(result, result.record)
+        await self.bus.publish(Topic.PARSED, page.host, page)
+
+    async def parse(self, result: FetchResult, record: RecordPointer) -> ParsedPage:
+        task = result.task
+        base = ParsedPage(url=task.url, host=task.host, depth=task.depth,
+                          priority=task.priority, status=result.status,
+                          fetched_at=result.fetched_at, content_hash=result.content_hash,
+                          simhash=None, record=record)
+        if result.duplicate_of is not None:
+            return msgspec.structs.replace(base, duplicate_of=result.duplicate_of)
+        try:
+            stored = await asyncio.to_thread(read_response, self.blobs, record)
+            content_type = _header(stored.headers, "content-type") or result.content_type
+            x_robots = _header(stored.headers, "x-robots-tag") or result.x_robots_tag
+            found = await asyncio.to_thread(
+                analyse, stored.body, content_type, task.url, x_robots_tag=x_robots,
+                product_token=self.settings.crawl.user_agent_product, tracking=self.tracking)
+            text_written = await asyncio.to_thread(
+                self.archive.write_text, url=task.url, text=found.text,
+                fetched_at=result.fetched_at, refers_to_record_id=stored.record_id)
+        except Exception as exc:  # a hostile page must end as a recorded outcome
+            self.failed += 1
+            log.warning("parse failed for %s: %s", task.url, exc)
+            return msgspec.structs.replace(base, error=f"{type(exc).__name__}: {exc}")
+        self.parsed += 1
+        return msgspec.structs.replace(
+            base, simhash=simhash64(found.text) if found.text.strip() else None,
+            text_chars=len(found.text), title=found.title,
+            text_record=text_written.pointer, links=found.links, noindex=found.noindex,
+            nofollow=found.nofollow)
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    values = [v for k, v in headers if k.lower() == name]
+    return ", ".join(values) if values else None
