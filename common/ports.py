@@ -58,6 +58,7 @@ class HostState(msgspec.Struct, kw_only=True):
     max_pages: int | None = None  # operator override of the pages-per-host cap
     page_count: int = 0  # fetch attempts that reached the host (pages, not robots)
     next_allowed_at: float = 0.0  # wall clock; survives restarts and owner changes
+    lease_until: float = 0.0  # a dispatched request may run until then (owner handover)
     last_response_time: float = 0.0
     capped: bool = False  # the host reached its page cap
 

@@ -2,7 +2,9 @@
 
     crawler crawl URL... [--max-pages N] [--out DIR]   embedded crawl (resumable)
     crawler demo                                       crawl the simulated web's seed scenario
-    crawler stats [--out DIR]                          figures of a crawl folder
+    crawler stats [--out DIR]                          figures of a crawl (folder or cluster)
+    crawler seed URL... [--priority N]                 put seed URLs into a running cluster
+    crawler frontier|fetcher|parser|dedup              run one service (cluster mode)
     crawler settings [--markdown]                      every setting with its default
 
 Settings come from the environment (``CRAWLER_<SECTION>_<KEY>``); flags override them.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -50,9 +53,20 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="print the figures of a crawl folder")
     s.add_argument("--out", default=None)
 
+    sd = sub.add_parser("seed", help="put seed URLs into a running cluster (through the bus)")
+    sd.add_argument("urls", nargs="+")
+    sd.add_argument("--priority", type=int, default=None)
+
+    for role in ROLES:
+        r = sub.add_parser(role, help=f"run one {role} service (settings from CRAWLER_*)")
+        r.set_defaults(role=role)
+
     st = sub.add_parser("settings", help="list every setting with its default")
     st.add_argument("--markdown", action="store_true")
     return p
+
+
+ROLES = ("frontier", "fetcher", "parser", "dedup")
 
 
 def _settings_for(args: argparse.Namespace) -> Settings:
@@ -115,8 +129,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"crawler: invalid setting: {exc}", file=sys.stderr)
         return 2
+    if args.command in ROLES:
+        return _run_role(args.command, settings)
+    if args.command == "seed":
+        n = asyncio.run(_seed(settings, args.urls, args.priority))
+        print(f"{n} seed URLs sent")
+        return 0 if n else 1
     if args.command == "stats":
-        stats = asyncio.run(embedded.read_stats(settings))
+        try:
+            stats = asyncio.run(embedded.read_stats(settings))
+        except FileNotFoundError as exc:
+            print(f"crawler: {exc}", file=sys.stderr)
+            return 1
         print(format_stats(stats))
         return 0
     progress = not args.no_progress
@@ -136,6 +160,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(format_stats(stats))
     return 0
+
+
+def _run_role(role: str, settings: Settings) -> int:
+    from common.runtime import service_main
+
+    runs = {"frontier": "frontier.main", "fetcher": "fetcher.main", "parser": "parser.main",
+            "dedup": "dedup.main"}
+    module = importlib.import_module(runs[role])
+    return service_main(role, module.run)
+
+
+async def _seed(settings: Settings, seeds: Sequence[str], priority: int | None) -> int:
+    from common.runtime import make_bus, make_store
+    from frontier.service import Frontier
+
+    bus = make_bus(settings)
+    store = make_store(settings)
+    try:
+        return await Frontier(settings, bus, store, embedded=False).seed(seeds, priority)
+    finally:
+        await bus.stop()
 
 
 def _cmd_settings(markdown: bool) -> int:

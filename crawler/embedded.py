@@ -33,6 +33,7 @@ from common.adapters.sqlite_store import SqliteStateStore
 from common.archive import ArchiveWriter
 from common.messages import DeadLetter, PageRecord, Topic, encode
 from common.ports import Delivery
+from common.runtime import blob_root, make_store, state_path
 from common.settings import Settings
 from dedup.service import DedupStage
 from fetcher.http import HttpFetcher
@@ -43,14 +44,6 @@ from frontier.stats import CrawlStats, collect
 from parser.service import ParserStage
 
 log = logging.getLogger(__name__)
-
-
-def state_path(settings: Settings) -> Path:
-    return Path(settings.store.sqlite_path or Path(settings.crawl.out_dir) / "state.sqlite")
-
-
-def blob_root(settings: Settings) -> Path:
-    return Path(settings.blob.root or Path(settings.crawl.out_dir) / "warc")
 
 
 @dataclass(slots=True)
@@ -188,10 +181,10 @@ async def crawl(settings: Settings, seeds: Sequence[str], *, progress: bool = Fa
 
 
 async def read_stats(settings: Settings) -> CrawlStats:
-    path = state_path(settings)
-    if not path.exists():
-        raise FileNotFoundError(f"no crawl state at {path}")
-    store = SqliteStateStore(path)
+    """Figures of a crawl: the SQLite file of an embedded crawl, or the cluster's store."""
+    if settings.store.backend == "sqlite" and not state_path(settings).exists():
+        raise FileNotFoundError(f"no crawl state at {state_path(settings)}")
+    store = make_store(settings)
     await store.open()
     try:
         return await collect(store)

@@ -167,6 +167,7 @@ def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: 
     request_made = outcome not in NO_REQUEST_OUTCOMES or result.robots_fetched
     effect = ResultEffect(row=row, host=host, request_made=request_made)
 
+    host.lease_until = 0.0  # the request this result answers is over
     if outcome not in NO_REQUEST_OUTCOMES:
         host.page_count += 1
     if result.robots_crawl_delay is not None:

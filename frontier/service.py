@@ -81,13 +81,16 @@ class FrontierCounters:
 class Frontier:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, *,
                  clock: Callable[[], float] = time.time,
-                 owns: Callable[[str], bool] | None = None,
+                 embedded: bool = True,
                  seen_capacity: int = 1_000_000) -> None:
         self.settings = settings
         self.bus = bus
         self.store = store
         self.clock = clock
-        self.owns = owns or (lambda host: True)
+        self.embedded = embedded
+        # Embedded: one process owns every host. Cluster: the hosts of the partitions
+        # the bus assigned to this instance (see assign()).
+        self._owned: frozenset[int] | None = None
         self.rules = TrapRules.from_settings(settings.traps)
         self.tracking = urls.TrackingRules.from_settings(settings.urls)
         self.delay_overrides = parse_host_map(settings.politeness.host_delay_overrides,
@@ -106,23 +109,49 @@ class Frontier:
         self._stopped = False
         self._budget_spent = False
 
+    # ------------------------------------------------------------------ ownership
+
+    def owns(self, host: str) -> bool:
+        if self._owned is None:
+            return True
+        return self.bus.partition_of(Topic.DISCOVERED, host) in self._owned
+
+    async def assign(self, partitions: frozenset[int]) -> None:
+        """The bus moved partitions (cluster mode): forget hosts no longer owned and
+        recover the ones newly owned. Requests this instance dispatched are still
+        tracked, so a revoke followed by the same assignment loses nothing."""
+        async with self._lock:
+            self._owned = frozenset(partitions)
+            for host in [h for h in self._slots if not self.owns(h)]:
+                slot = self._slots[host]
+                if slot.in_flight == 0:
+                    del self._slots[host]
+                else:
+                    slot.head.clear()
+                    slot.wake_at = None
+                    slot.ready = False
+        if partitions:
+            await self.recover()
+
     # ------------------------------------------------------------------ lifecycle
 
     async def recover(self) -> None:
-        """Make the store consistent after a stop or crash, then schedule owned hosts.
+        """Make the store consistent after a stop, crash or owner change, then schedule
+        the owned hosts.
 
-        IN_FLIGHT rows go back to QUEUED (their fetch may have been lost: delivery is
-        at least once); their hosts wait a full delay from now, since a request may
-        have ended just before the crash. FETCHED rows (stored but not yet parsed or
-        deduplicated) are handed to the parser again.
+        IN_FLIGHT rows that this instance did not dispatch go back to QUEUED (their
+        fetch may have been lost: delivery is at least once). Their hosts rest: in
+        embedded mode the old process and its requests are gone, so a full delay from
+        now is enough; in cluster mode a fetcher may still be working on the old task,
+        so the host also waits out the lease its old owner stored at dispatch. FETCHED
+        rows (stored but not yet parsed or deduplicated) are handed to the parser again.
         """
         now = self.clock()
         async with self._lock:
-            while True:
-                rows = [r for r in await self.store.urls_with_status(UrlStatus.IN_FLIGHT, 500)
-                        if self.owns(r.host)]
-                if not rows:
-                    break
+            rows = [r for r in await self.store.urls_with_status(UrlStatus.IN_FLIGHT,
+                                                                 10_000_000)
+                    if self.owns(r.host) and not self._dispatched_here(r.host)]
+            if rows:
                 for r in rows:
                     r.status = UrlStatus.QUEUED
                 await self.store.put_urls(rows)
@@ -130,9 +159,10 @@ class Frontier:
                     slot = await self._slot(host)
                     rest = now + politeness_delay(slot.state, self.settings.politeness,
                                                   self.delay_overrides)
-                    if slot.state.next_allowed_at < rest:
-                        slot.state.next_allowed_at = rest
-                        await self.store.put_host(slot.state)
+                    if self.embedded:
+                        slot.state.lease_until = 0.0
+                    slot.state.next_allowed_at = max(slot.state.next_allowed_at, rest)
+                    await self.store.put_host(slot.state)
                 self.counters.refetched += len(rows)
             for host in await self.store.hosts_with_status(UrlStatus.QUEUED):
                 if self.owns(host):
@@ -283,6 +313,8 @@ class Frontier:
         if slot.in_flight >= self.settings.politeness.max_in_flight_per_host or slot.ready:
             return
         at = max(at, slot.state.next_allowed_at)
+        if slot.in_flight == 0:
+            at = max(at, slot.state.lease_until)
         if slot.wake_at is not None and slot.wake_at <= at:
             return
         slot.wake_at = at
@@ -324,8 +356,11 @@ class Frontier:
             if slot is None or slot.wake_at != at:
                 continue
             slot.wake_at = None
-            if slot.state.next_allowed_at > now:
-                self._schedule(host, slot, slot.state.next_allowed_at)
+            rest_until = slot.state.next_allowed_at
+            if slot.in_flight == 0:
+                rest_until = max(rest_until, slot.state.lease_until)
+            if rest_until > now:
+                self._schedule(host, slot, rest_until)
                 continue
             slot.ready = True
             prio = slot.head[0].priority if slot.head else 0
@@ -334,8 +369,12 @@ class Frontier:
             if self._budget_exhausted():
                 return
             _, _, host = heapq.heappop(self._ready)
-            slot = self._slots[host]
+            slot = self._slots.get(host)
+            if slot is None or not slot.ready:
+                continue
             slot.ready = False
+            if not self.owns(host):
+                continue
             await self._dispatch_host(host, slot, now)
 
     def _budget_exhausted(self) -> bool:
@@ -377,6 +416,12 @@ class Frontier:
         self.counters.dispatched += 1
         await self.store.put_url(row)
         delay = politeness_delay(state, self.settings.politeness, self.delay_overrides)
+        # The longest this request can run: robots.txt and the page (each bounded by
+        # the total timeout) and the rest between them. A new owner waits it out.
+        fs = self.settings.fetcher
+        state.lease_until = max(state.lease_until, now + 2 * fs.total_timeout + delay
+                                + self.settings.politeness.max_crawl_delay)
+        await self.store.put_host(state)
         task = FetchTask(task_id=uuid.uuid4().hex, url=row.url, host=host, depth=row.depth,
                          priority=row.priority, attempt=row.attempts, hops=row.hops,
                          etag=row.etag, last_modified=row.last_modified,
@@ -405,6 +450,10 @@ class Frontier:
             await self.store.put_urls(rows)
             self.counters.rejected[reason.value] += len(rows)
         del self._slots[host]
+
+    def _dispatched_here(self, host: str) -> bool:
+        slot = self._slots.get(host)
+        return slot is not None and slot.in_flight > 0
 
     # ------------------------------------------------------------------ operator
 

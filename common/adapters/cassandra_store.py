@@ -200,7 +200,8 @@ TABLES: tuple[_Table, ...] = (
     _Table("hosts", {"host": "text", "crawl_delay": "double", "delay_override": "double",
                      "blocked": "boolean", "max_pages": "bigint", "page_count": "bigint",
                      "next_allowed_at": "double", "last_response_time": "double",
-                     "capped": "boolean"}, "(host)"),
+                     "capped": "boolean",
+                     "lease_until": "double"}, "(host)"),
     _Table("robots", {"origin": "text", "status": "bigint", "body": "blob",
                       "fetched_at": "double", "expires_at": "double"}, "(origin)"),
     _Table("content", {"content_hash": "text", "url": "text", "record_file": "text",
@@ -449,6 +450,7 @@ class CassandraStateStore:
             try:
                 cluster = Cluster(list(self.settings.cassandra_hosts),
                                   port=self.settings.cassandra_port,
+                                  protocol_version=5,
                                   connect_timeout=min(left, 5.0),
                                   control_connection_timeout=min(left, 5.0),
                                   execution_profiles={EXEC_PROFILE_DEFAULT: profile},

@@ -131,7 +131,8 @@ CREATE TABLE IF NOT EXISTS hosts (
     page_count INTEGER NOT NULL,
     next_allowed_at REAL NOT NULL,
     last_response_time REAL NOT NULL,
-    capped INTEGER NOT NULL
+    capped INTEGER NOT NULL,
+    lease_until REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS robots (
     origin TEXT PRIMARY KEY,

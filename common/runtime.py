@@ -1,0 +1,125 @@
+"""Adapters chosen by settings, and the life of one service process.
+
+``make_bus``, ``make_store`` and ``make_blobs`` build the adapters the settings name
+(memory / sqlite / a local folder for embedded mode; kafka / cassandra / a shared
+folder for cluster mode). :func:`run_service` runs a service's tasks until SIGTERM or
+SIGINT, then stops them in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from common.adapters.local_blobs import LocalBlobStore
+from common.ports import BlobStore, Bus, StateStore
+from common.ring import HostRing
+from common.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def make_bus(settings: Settings) -> Bus:
+    ring = HostRing(settings.bus.partitions)
+    if settings.bus.backend == "kafka":
+        from common.adapters.kafka_bus import KafkaBus
+
+        return KafkaBus(settings.bus, ring=ring)
+    from common.adapters.memory_bus import MemoryBus
+
+    return MemoryBus(settings.bus, partitioner=ring)
+
+
+def make_store(settings: Settings) -> StateStore:
+    if settings.store.backend == "cassandra":
+        from common.adapters.cassandra_store import CassandraStateStore
+
+        return CassandraStateStore(settings.store)
+    from common.adapters.sqlite_store import SqliteStateStore
+
+    return SqliteStateStore(state_path(settings))
+
+
+def state_path(settings: Settings) -> Path:
+    return Path(settings.store.sqlite_path or Path(settings.crawl.out_dir) / "state.sqlite")
+
+
+def blob_root(settings: Settings) -> Path:
+    return Path(settings.blob.root or Path(settings.crawl.out_dir) / "warc")
+
+
+def writer_id(role: str) -> str:
+    """A name no other running process uses: role, host name and process id."""
+    host = socket.gethostname().split(".")[0] or "host"
+    return f"{role}-{host}-{os.getpid()}"
+
+
+def make_blobs(settings: Settings, writer: str) -> BlobStore:
+    return LocalBlobStore(str(blob_root(settings)), writer_id=writer,
+                          prefix=settings.blob.prefix, max_bytes=settings.blob.warc_max_bytes)
+
+
+async def run_service(name: str, tasks: Sequence[Awaitable[None]],
+                      stop: Callable[[], Awaitable[None]]) -> None:
+    """Run ``tasks`` until SIGTERM/SIGINT or until one of them ends, then ``stop``."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stopping.set)
+    running = [asyncio.ensure_future(t) for t in tasks]
+    waiter = asyncio.ensure_future(stopping.wait())
+    log.info("%s running", name)
+    try:
+        done, _ = await asyncio.wait([*running, waiter], return_when=asyncio.FIRST_COMPLETED)
+        for t in done:
+            if t is not waiter and not t.cancelled() and t.exception() is not None:
+                log.error("%s: task failed: %r", name, t.exception())
+    finally:
+        log.info("%s stopping", name)
+        await stop()
+        for t in [*running, waiter]:
+            t.cancel()
+        for t in running:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+    failed = [t for t in running if t.done() and not t.cancelled() and t.exception()]
+    if failed and not stopping.is_set():
+        raise RuntimeError(f"{name} stopped because a task failed") from failed[0].exception()
+
+
+def setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+def service_main(name: str, run: Callable[[Settings], Coroutine[Any, Any, None]],
+                 argv: Sequence[str] = ()) -> int:
+    """Entry point of a service process: settings from the environment, then run."""
+    from common.settings import SettingsError
+
+    setup_logging(verbose="-v" in argv or "--verbose" in argv)
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"{name}: invalid setting: {exc}", flush=True)
+        return 2
+    try:
+        asyncio.run(run(settings))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the process ends with a message, not a traceback
+        log.exception("%s failed", name)
+        print(f"{name}: {exc}", flush=True)
+        return 1
+    return 0

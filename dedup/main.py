@@ -1,0 +1,21 @@
+"""``python -m dedup``: one dedup instance."""
+
+from __future__ import annotations
+
+from common.messages import Topic
+from common.runtime import make_bus, make_store, run_service
+from common.settings import Settings
+from dedup.service import DedupStage
+
+
+async def run(settings: Settings) -> None:
+    bus = make_bus(settings)
+    store = make_store(settings)
+    await store.open()
+    stage = DedupStage(settings, bus, store)
+
+    async def stop() -> None:
+        await bus.stop()
+        await store.close()
+
+    await run_service("dedup", [bus.consume("dedup", (Topic.PARSED,), stage.handle)], stop)

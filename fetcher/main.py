@@ -1,0 +1,37 @@
+"""``python -m fetcher``: one fetcher instance (stateless apart from its caches)."""
+
+from __future__ import annotations
+
+from common.archive import ArchiveWriter
+from common.messages import Topic
+from common.runtime import make_blobs, make_bus, make_store, run_service, writer_id
+from common.settings import Settings
+from fetcher.http import HttpFetcher
+from fetcher.robots_cache import RobotsCache
+from fetcher.service import FetcherStage
+
+
+async def run(settings: Settings) -> None:
+    bus = make_bus(settings)
+    store = make_store(settings)
+    writer = writer_id("fetcher")
+    blobs = make_blobs(settings, writer)
+    archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
+                            cdx_name=f"index-{writer}.cdxj")
+    http = HttpFetcher(settings)
+    await store.open()
+    await http.start()
+    robots = RobotsCache(store, http, settings)
+    stage = FetcherStage(settings, bus, store, blobs, archive, http, robots)
+
+    async def stop() -> None:
+        await bus.stop()
+        await http.close()
+        blobs.flush()
+        blobs.close()
+        await store.close()
+
+    await run_service("fetcher", [
+        bus.consume("fetcher", (Topic.FETCH,), stage.handle,
+                    concurrency=settings.fetcher.concurrency),
+    ], stop)

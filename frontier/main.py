@@ -1,0 +1,27 @@
+"""``python -m frontier``: one frontier instance in cluster mode (any number may run;
+the bus gives each the hosts of its partitions)."""
+
+from __future__ import annotations
+
+from common.messages import Topic
+from common.runtime import make_bus, make_store, run_service
+from common.settings import Settings
+from frontier.service import Frontier
+
+
+async def run(settings: Settings) -> None:
+    bus = make_bus(settings)
+    store = make_store(settings)
+    await store.open()
+    frontier = Frontier(settings, bus, store, embedded=False)
+
+    async def stop() -> None:
+        await frontier.stop()
+        await bus.stop()
+        await store.close()
+
+    await run_service("frontier", [
+        bus.consume("frontier", (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS),
+                    frontier.handle, on_assign=frontier.assign),
+        frontier.run(),
+    ], stop)

@@ -1,0 +1,27 @@
+"""``python -m parser``: one parser instance."""
+
+from __future__ import annotations
+
+from common.archive import ArchiveWriter
+from common.messages import Topic
+from common.runtime import make_blobs, make_bus, run_service, writer_id
+from common.settings import Settings
+from parser.service import ParserStage
+
+
+async def run(settings: Settings) -> None:
+    bus = make_bus(settings)
+    writer = writer_id("parser")
+    blobs = make_blobs(settings, writer)
+    archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
+                            cdx_name=f"index-{writer}.cdxj")
+    stage = ParserStage(settings, bus, blobs, archive)
+
+    async def stop() -> None:
+        await bus.stop()
+        blobs.flush()
+        blobs.close()
+
+    await run_service("parser", [
+        bus.consume("parser", (Topic.FETCHED,), stage.handle, concurrency=2),
+    ], stop)

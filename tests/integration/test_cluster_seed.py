@@ -1,0 +1,57 @@
+"""Cluster mode end to end: the seed scenario crawled by separate service processes
+(1 frontier, 2 fetchers, 1 parser, 1 dedup) on real Kafka and Cassandra gives the
+embedded figures, and the simulated web's log shows politeness held."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from simweb import SimWeb
+from simweb.scenarios import seed
+from tests.integration.cluster import cluster, require_cluster_servers
+
+pytestmark = pytest.mark.integration
+
+DELAY = 0.2
+
+
+@pytest.mark.timeout(420)
+async def test_seed_scenario_on_kafka_and_cassandra(tmp_path: Path) -> None:
+    require_cluster_servers()
+    async with SimWeb(seed(), dns=True) as web:
+        env = {
+            "CRAWLER_FETCHER_DNS_SERVERS": ",".join(web.dns_servers),
+            "CRAWLER_FETCHER_ALLOW_NETWORKS": "127.0.0.1/32",
+            "CRAWLER_POLITENESS_DEFAULT_DELAY": str(DELAY),
+            "CRAWLER_TRAPS_MAX_PAGES_PER_HOST": "80",
+            "CRAWLER_TRAPS_MAX_DEPTH": "1000",
+            "CRAWLER_FETCHER_CONCURRENCY": "16",
+        }
+        with cluster(tmp_path, env) as c:
+            c.start("frontier", "frontier")
+            c.start("fetcher-1", "fetcher")
+            c.start("fetcher-2", "fetcher")
+            c.start("parser", "parser")
+            c.start("dedup", "dedup")
+            c.seed(web.seed_urls())
+            stats = await c.wait_done(300)
+        hits = Counter(web.log.counts_by_host(exclude_paths=("/robots.txt",)))
+        gaps = {h: web.log.min_gap(h, exclude_paths=()) for h in hits}
+        in_flight = {h: web.log.max_in_flight(h) for h in hits}
+        secret = web.log.count("news.test", "/private/secret")
+
+    assert stats.fetched == 162, stats
+    assert stats.robots_blocked == 1
+    assert stats.exact_duplicates == 30
+    assert stats.hosts_capped == 1
+    assert stats.kept == 132
+    assert hits == {"news.test": 61, "shop.test": 21, "trap.test": 80}
+    assert secret == 0
+    for host, gap in gaps.items():
+        assert gap is not None and gap >= DELAY, (host, gap)
+    assert all(n == 1 for n in in_flight.values()), in_flight
+    warcs = list((tmp_path / "warc").glob("*fetcher*.warc.gz"))
+    assert len({w.name.split("-warc-")[0] for w in warcs}) >= 1
