@@ -204,7 +204,7 @@ async def demo(settings: Settings, *, progress: bool = True, out: str | None = N
     async with SimWeb(seed(), dns=True) as web:
         settings = settings.replace(
             crawl={"out_dir": folder},
-            traps={"max_pages_per_host": 80},
+            traps={"max_pages_per_host": 80, "max_depth": 1000},
             fetcher={"dns_servers": tuple(web.dns_servers), "allow_networks": ("127.0.0.1/32",)},
         )
         print(f"simulated web on 127.0.0.1:{web.port} (DNS on port {web.dns_port}); "

@@ -354,6 +354,25 @@ class HttpFetcher:
             raise RuntimeError("HttpFetcher.start() was not called")
         return self._session
 
+    async def ssrf_refusal(self, url: str) -> str | None:
+        """Why the guard refuses the host of ``url``, or None when it does not.
+
+        Resolves (through the DNS cache, within ``total_timeout``) and checks every
+        address; connects nowhere. A DNS failure, a time-out or a URL without a host is
+        not a refusal (None): a fetch reports those.
+        """
+        try:
+            target = yarl.URL(url, encoded=True)
+            if not target.host:
+                return None
+            async with asyncio.timeout(self.settings.fetcher.total_timeout):
+                await self.checked.resolve_checked(target.host, target.port)
+        except SsrfBlockedError as exc:
+            return str(exc)
+        except (DnsError, TimeoutError, ValueError, TypeError):
+            return None
+        return None
+
     async def fetch(self, url: str, *, etag: str | None = None,
                     last_modified: str | None = None,
                     accept_types: Sequence[str] | None = None) -> Response:

@@ -76,6 +76,13 @@ class FetcherStage:
             return _robots_result(task, decision, ROBOTS_FAILURES[decision.outcome],
                                   error=decision.error)
         if not decision.available:
+            if not robots_fetched:
+                # a cached failure does not say why robots.txt failed; a host the SSRF
+                # guard refuses is a final outcome, not one to retry
+                refusal = await self.http.ssrf_refusal(task.url)
+                if refusal is not None:
+                    return _robots_result(task, decision, FetchOutcome.SSRF_BLOCKED,
+                                          error=refusal)
             return _robots_result(task, decision, FetchOutcome.ROBOTS_UNAVAILABLE,
                                   status=decision.status,
                                   error=decision.error
@@ -154,12 +161,19 @@ class FetcherStage:
             except (OSError, ValueError) as exc:
                 log.warning("cannot read the stored copy of %s: %s", task.url, exc)
             else:
+                url, date, record_id = original.url, original.warc_date, original.record_id
+                if original.record_type == "revisit" and original.refers_to_record_id:
+                    # the stored copy is itself a revisit (an earlier 304): refer to the
+                    # record that holds the payload
+                    url = original.refers_to_url or url
+                    date = original.refers_to_date or date
+                    record_id = original.refers_to_record_id
                 self.counters.revisits += 1
                 return await asyncio.to_thread(
                     self.archive.write_revisit, url=resp.url, fetched_at=resp.fetched_at,
                     status=resp.status, reason=resp.reason,
-                    response_headers=list(resp.headers), refers_to_url=original.url,
-                    refers_to_date=original.warc_date, refers_to_record_id=original.record_id,
+                    response_headers=list(resp.headers), refers_to_url=url,
+                    refers_to_date=date, refers_to_record_id=record_id,
                     profile="server-not-modified", payload_digest=original.payload_digest,
                     ip=resp.peer_ip)
         return await asyncio.to_thread(self._write_exchange, resp)

@@ -4,6 +4,8 @@
 - :func:`politeness_delay`: the gap a host rests between requests.
 - :func:`retry_delay`: back-off after a failed attempt.
 - :func:`apply_result`: what a fetch result does to a URL's row and its host's row.
+- :func:`refresh_at`, :func:`refreshed`: when a stored page is due again, and its row
+  queued for that refresh.
 
 The frontier service (service.py) calls these and does the I/O.
 """
@@ -143,6 +145,30 @@ def retry_delay(attempt: int, retry_after: float | None, settings: PolitenessSet
     if retry_after is not None:
         backoff = max(backoff, min(retry_after, settings.max_retry_after))
     return backoff
+
+
+def refresh_at(row: UrlState, interval: float) -> float | None:
+    """When the stored page of ``row`` is due to be fetched again, or None if never.
+
+    Pages that were kept or found not modified (DONE with a record) are due
+    ``row.revisit_interval`` (else ``interval``) seconds after their last fetch; an
+    interval of 0 turns refresh off. Duplicates, redirects and rejections stay closed.
+    """
+    every = row.revisit_interval or interval
+    if (every <= 0 or row.status is not UrlStatus.DONE or row.record is None
+            or row.last_fetch_at is None):
+        return None
+    if row.reason is not None and row.reason is not Reason.NOT_MODIFIED:
+        return None
+    return row.last_fetch_at + every
+
+
+def refreshed(row: UrlState, now: float) -> UrlState:
+    """A copy of ``row`` queued for its refresh (a fresh retry budget). The validators
+    (ETag, Last-Modified) and the record of the stored copy stay, for a conditional GET
+    and a revisit record."""
+    return msgspec.structs.replace(row, status=UrlStatus.QUEUED, reason=None, detail=None,
+                                   attempts=0, next_fetch_at=now)
 
 
 @dataclass(slots=True)

@@ -45,7 +45,14 @@ from common.messages import (
 )
 from common.ports import Bus, Delivery, HostState, StateStore, UrlState
 from common.settings import Settings, parse_host_map
-from frontier.policy import TrapRules, apply_result, politeness_delay, trap_reason
+from frontier.policy import (
+    TrapRules,
+    apply_result,
+    politeness_delay,
+    refresh_at,
+    refreshed,
+    trap_reason,
+)
 from frontier.seen import SeenFilter
 
 log = logging.getLogger(__name__)
@@ -76,6 +83,7 @@ class FrontierCounters:
     dispatched: int = 0
     stale_results: int = 0  # duplicate deliveries of results already applied
     refetched: int = 0  # URLs handed out again after a crash or lost task
+    refreshed: int = 0  # stored pages queued again for a refresh
 
 
 class Frontier:
@@ -120,18 +128,17 @@ class Frontier:
         """The bus moved partitions (cluster mode): forget hosts no longer owned and
         recover the ones newly owned. Requests this instance dispatched are still
         tracked, so a revoke followed by the same assignment loses nothing."""
+        log.info("frontier assigned partitions %s", sorted(partitions))
         async with self._lock:
             self._owned = frozenset(partitions)
+            if not partitions:
+                # a revocation: dispatch nothing until the next assignment, which may
+                # give back the same partitions with their requests still in flight
+                return
             for host in [h for h in self._slots if not self.owns(h)]:
-                slot = self._slots[host]
-                if slot.in_flight == 0:
-                    del self._slots[host]
-                else:
-                    slot.head.clear()
-                    slot.wake_at = None
-                    slot.ready = False
-        if partitions:
-            await self.recover()
+                slot = self._slots.pop(host)
+                self._outstanding = max(0, self._outstanding - slot.in_flight)
+        await self.recover()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -164,6 +171,7 @@ class Frontier:
                     slot.state.next_allowed_at = max(slot.state.next_allowed_at, rest)
                     await self.store.put_host(slot.state)
                 self.counters.refetched += len(rows)
+            await self._queue_refreshes(now)
             for host in await self.store.hosts_with_status(UrlStatus.QUEUED):
                 if self.owns(host):
                     slot = await self._slot(host)
@@ -173,6 +181,28 @@ class Frontier:
         for r in fetched:
             await self.bus.publish(Topic.FETCHED, r.host, _replay_result(r))
         self._wake.set()
+
+    async def _queue_refreshes(self, now: float) -> None:
+        """Queue again the stored pages of owned hosts whose refresh time has come
+        (``crawl.recrawl_interval``); each is fetched with its validators. Checked when
+        the frontier starts or takes over hosts, so a crawl run again later refreshes
+        what has aged. Hosts that are blocked or used up their page cap (which counts
+        fetches) are left alone: dispatching would reject their stored pages."""
+        interval = self.settings.crawl.recrawl_interval
+        if interval <= 0:
+            return
+        for host in await self.store.hosts_with_status(UrlStatus.DONE):
+            if not self.owns(host):
+                continue
+            state = await self.store.get_host(host) or HostState(host=host)
+            if state.blocked or state.page_count >= self.rules.page_cap(host, state):
+                continue
+            due = [refreshed(r, now)
+                   for r in await self.store.urls_with_status(UrlStatus.DONE, 10_000_000, host)
+                   if (at := refresh_at(r, interval)) is not None and at <= now]
+            if due:
+                await self.store.put_urls(due)
+                self.counters.refreshed += len(due)
 
     async def stop(self) -> None:
         self._stopped = True
@@ -333,7 +363,16 @@ class Frontier:
 
     async def run(self) -> None:
         """Dispatch due URLs until :meth:`stop`."""
+        last_status = 0.0
         while not self._stopped:
+            if log.isEnabledFor(logging.INFO) and time.monotonic() - last_status > 10:
+                last_status = time.monotonic()
+                log.info("frontier: owned %s, %d hosts in memory, %d timed, %d ready, "
+                         "%d outstanding, %d dispatched, %d stale results",
+                         "all" if self._owned is None else sorted(self._owned),
+                         len(self._slots), len(self._timer), len(self._ready),
+                         self._outstanding, self.counters.dispatched,
+                         self.counters.stale_results)
             self._wake.clear()
             async with self._lock:
                 await self._dispatch(self.clock())

@@ -157,7 +157,8 @@ def _is_utf8(body: bytes) -> bool:
 
 
 def _non_ascii(body: bytes) -> int:
-    return len(body) - len(body.translate(None, _ASCII))
+    """Bytes of ``body`` outside ASCII (``translate`` deletes the ASCII ones)."""
+    return len(body.translate(None, _ASCII))
 
 
 def _detect(body: bytes) -> str | None:

@@ -138,7 +138,9 @@ class Robots:
     'error' (``status``, 500 by default), 'timeout' (answers the rules only after
     ``delay`` seconds, bounded by the server's ``max_stall``), 'oversize' (the rules,
     then comment lines up to ``size`` bytes, then ``Disallow: /beyond-limit/`` that a
-    parser reading at most 500 KiB never sees).
+    parser reading at most 500 KiB never sees). With ``recover_after`` set, an 'error'
+    or 'timeout' robots.txt fails only on its first N visits and then answers the rules
+    at once (a server that comes back).
     """
 
     kind: RobotsKind = "rules"
@@ -151,8 +153,11 @@ class Robots:
     status: int = 500
     delay: float = 60.0
     size: int = 600_000
+    recover_after: int | None = None
 
     def __post_init__(self) -> None:
+        _check(self.recover_after is None or self.recover_after >= 0,
+               "robots: recover_after must be >= 0")
         _check(500 <= self.status <= 599 or self.kind != "error",
                "robots: an 'error' robots.txt needs a 5xx status")
         _check(self.delay >= 0, "robots: delay must be >= 0")

@@ -167,7 +167,7 @@ class Site:
         path = target.split("?", 1)[0]
         page = self._page_for(host_name, target)
         if page is None and path == "/robots.txt":
-            return self._robots(host)
+            return self._robots(host, visit)
         if page is None:
             page = self._trap_page(host, target)
         if page is None:
@@ -295,19 +295,20 @@ class Site:
                "</body></html>\n")
         return Reply(200, (("Content-Type", HTML_UTF8),), doc.encode("utf-8"))
 
-    def _robots(self, host: Host) -> Reply:
+    def _robots(self, host: Host, visit: int = 0) -> Reply:
         robots = host.robots
         plain = (("Content-Type", "text/plain; charset=utf-8"),)
+        recovered = robots.recover_after is not None and visit >= robots.recover_after
         if robots.kind == "missing":
             return _simple(404, "Not found", "No robots.txt here.")
-        if robots.kind == "error":
+        if robots.kind == "error" and not recovered:
             return _simple(robots.status, "Server error", "robots.txt is failing.")
         body = robots.text(self.absolutize).encode("utf-8")
         if robots.kind == "oversize":
             line = b"# " + b"padding " * 12 + b"\n"
             reps = max(0, robots.size - len(body)) // len(line) + 1
             body = body + line * reps + b"Disallow: /beyond-limit/\n"
-        delay = robots.delay if robots.kind == "timeout" else 0.0
+        delay = robots.delay if robots.kind == "timeout" and not recovered else 0.0
         return Reply(200, plain, body, delay=delay)
 
     def _page_reply(self, host: Host, page: Page, visit: int,

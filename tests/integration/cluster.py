@@ -59,7 +59,7 @@ class Cluster:
     def start(self, name: str, role: str) -> subprocess.Popen[bytes]:
         log = (self.logs / f"{name}.log").open("ab")
         self.files.append(log)
-        proc = subprocess.Popen([sys.executable, "-m", role], env=self.env, stdout=log,
+        proc = subprocess.Popen([sys.executable, "-m", role, "-v"], env=self.env, stdout=log,
                                 stderr=subprocess.STDOUT)
         self.procs[name] = proc
         return proc
@@ -102,10 +102,10 @@ class Cluster:
         finally:
             await store.close()
 
-    async def wait_done(self, timeout: float, *, quiet_polls: int = 4,
+    async def wait_done(self, limit: float, *, quiet_polls: int = 4,
                         poll: float = 1.0) -> CrawlStats:
         """Until nothing is queued, in flight or awaiting parse, several polls in a row."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + limit
         quiet = 0
         stats = await self.stats()
         while time.monotonic() < deadline:
@@ -119,7 +119,7 @@ class Cluster:
             quiet = quiet + 1 if idle else 0
             if quiet >= quiet_polls:
                 return stats
-        raise AssertionError(f"crawl did not finish in {timeout}s: {stats}\n{self.log_text()}")
+        raise AssertionError(f"crawl did not finish in {limit}s: {stats}\n{self.log_text()}")
 
 
 @contextmanager
