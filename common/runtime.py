@@ -74,6 +74,8 @@ async def run_service(name: str, tasks: Sequence[Awaitable[None]],
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stopping.set)
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
     running = [asyncio.ensure_future(t) for t in tasks]
     waiter = asyncio.ensure_future(stopping.wait())
     log.info("%s running", name)
@@ -123,3 +125,24 @@ def service_main(name: str, run: Callable[[Settings], Coroutine[Any, Any, None]]
         print(f"{name}: {exc}", flush=True)
         return 1
     return 0
+
+
+_DUMPS: list[Callable[[], str]] = []
+
+
+def on_dump(describe: Callable[[], str]) -> None:
+    """Add a description of a stage's state to what SIGUSR1 logs."""
+    _DUMPS.append(describe)
+
+
+def dump_tasks() -> None:
+    """Log the stack of every asyncio task and each stage's state (on SIGUSR1), so a
+    running service can explain a stall."""
+    import io
+
+    for describe in _DUMPS:
+        log.warning("state: %s", describe())
+    for task in asyncio.all_tasks():
+        out = io.StringIO()
+        task.print_stack(limit=12, file=out)
+        log.warning("task %s:\n%s", task.get_name(), out.getvalue())

@@ -33,5 +33,5 @@ async def run(settings: Settings) -> None:
 
     await run_service("fetcher", [
         bus.consume("fetcher", (Topic.FETCH,), stage.handle,
-                    concurrency=settings.fetcher.concurrency),
+                    concurrency=settings.fetcher.concurrency, on_assign=stage.on_assign),
     ], stop)

@@ -13,16 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 from common.archive import ArchiveWriter, Written, content_hash, payload_digest, read_response
 from common.messages import FetchOutcome, FetchResult, FetchTask, Topic
 from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.settings import Settings
+from fetcher.gate import HostGate
 from fetcher.http import HttpFetcher, Response
 from fetcher.robots_cache import RobotsCache, RobotsDecision
 
 log = logging.getLogger(__name__)
+
+# outcomes decided before any request reached the host
+NO_REQUEST = frozenset({FetchOutcome.ROBOTS_BLOCKED, FetchOutcome.ROBOTS_UNAVAILABLE,
+                        FetchOutcome.SSRF_BLOCKED, FetchOutcome.DNS_ERROR,
+                        FetchOutcome.UNSUPPORTED})
 
 ROBOTS_FAILURES = {
     FetchOutcome.SSRF_BLOCKED: FetchOutcome.SSRF_BLOCKED,
@@ -50,14 +57,24 @@ class FetcherStage:
         self.archive = archive
         self.http = http
         self.robots = robots
+        self.gate = HostGate()
         self.counters = FetcherCounters()
+
+    async def on_assign(self, partitions: frozenset[int]) -> None:
+        """Cluster mode: partitions taken over from another fetcher start with a rest."""
+        self.gate.took_over(partitions)
 
     async def handle(self, delivery: Delivery) -> None:
         task = delivery.message
         if not isinstance(task, FetchTask):
             raise TypeError(f"fetcher cannot handle {type(task).__name__}")
         self.counters.tasks += 1
-        result = await self.fetch(task)
+        async with self.gate.hold(task.host):
+            await self.gate.wait(task.host, delivery.partition, task.delay)
+            result = await self.fetch(task)
+            if result.robots_fetched or result.outcome not in NO_REQUEST:
+                self.gate.done(task.host, result.fetched_at or time.time(),
+                               max(task.delay, result.robots_crawl_delay or 0.0))
         await self.bus.publish(Topic.FETCHED, task.host, result)
 
     async def fetch(self, task: FetchTask) -> FetchResult:
@@ -67,6 +84,8 @@ class FetcherStage:
             return FetchResult(task=task, outcome=FetchOutcome.UNSUPPORTED, error=str(exc))
         robots_fetched = decision.fetched
         if robots_fetched:
+            self.gate.done(task.host, decision.fetched_at,
+                           self._gap_after_robots(task, decision))
             self.counters.robots_fetches += 1
             if decision.response is not None and self.settings.fetcher.store_robots_in_warc:
                 for hop in decision.response.responses:
@@ -90,7 +109,7 @@ class FetcherStage:
         if not decision.allowed(task.url):
             return _robots_result(task, decision, FetchOutcome.ROBOTS_BLOCKED)
         if robots_fetched:
-            await asyncio.sleep(self._gap_after_robots(task, decision))
+            await self.gate.wait(task.host, None, 0.0)
         resp = await self.http.fetch(task.url, etag=task.etag, last_modified=task.last_modified)
         self.counters.pages += 1
         return await self._result(task, resp, robots_fetched, decision.crawl_delay)

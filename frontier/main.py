@@ -4,7 +4,7 @@ the bus gives each the hosts of its partitions)."""
 from __future__ import annotations
 
 from common.messages import Topic
-from common.runtime import make_bus, make_store, run_service
+from common.runtime import make_bus, make_store, on_dump, run_service
 from common.settings import Settings
 from frontier.service import Frontier
 
@@ -14,6 +14,7 @@ async def run(settings: Settings) -> None:
     store = make_store(settings)
     await store.open()
     frontier = Frontier(settings, bus, store, embedded=False)
+    on_dump(frontier.describe)
 
     async def stop() -> None:
         await frontier.stop()

@@ -46,6 +46,7 @@ from common.messages import (
 from common.ports import Bus, Delivery, HostState, StateStore, UrlState
 from common.settings import Settings, parse_host_map
 from frontier.policy import (
+    NO_REQUEST_OUTCOMES,
     TrapRules,
     apply_result,
     politeness_delay,
@@ -66,9 +67,13 @@ class HostSlot:
 
     state: HostState
     head: deque[UrlState] = field(default_factory=deque)
-    in_flight: int = 0
+    tasks: set[str] = field(default_factory=set)  # ids of tasks this instance dispatched
     wake_at: float | None = None  # time of its live timer-heap entry
     ready: bool = False  # in the ready heap
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.tasks)
 
 
 @dataclass(slots=True)
@@ -289,18 +294,33 @@ class Frontier:
 
     async def _on_result(self, result: FetchResult) -> None:
         task = result.task
+        slot = self._slots.get(task.host)
+        if slot is not None and task.task_id in slot.tasks:
+            # our own request is over, whatever the row says now
+            slot.tasks.discard(task.task_id)
+            self._outstanding = max(0, self._outstanding - 1)
         row = await self.store.get_url(task.host, task.url)
-        if row is None or row.status is not UrlStatus.IN_FLIGHT or row.attempts != task.attempt:
-            self.counters.stale_results += 1
-            return
-        slot = await self._slot(task.host)
         now = self.clock()
+        if row is None or row.status is not UrlStatus.IN_FLIGHT or row.attempts != task.attempt:
+            # a repeated delivery, or a task an earlier owner handed out: the URL's row
+            # has moved on, but a request that reached the host still counts for its rest
+            self.counters.stale_results += 1
+            if result.fetched_at and (result.robots_fetched
+                                      or result.outcome not in NO_REQUEST_OUTCOMES):
+                slot = slot or await self._slot(task.host)
+                rest = result.fetched_at + politeness_delay(
+                    slot.state, self.settings.politeness, self.delay_overrides)
+                if rest > slot.state.next_allowed_at:
+                    slot.state.next_allowed_at = rest
+                    await self.store.put_host(slot.state)
+            if slot is not None:
+                self._schedule(task.host, slot, slot.state.next_allowed_at)
+            return
+        slot = slot or await self._slot(task.host)
         effect = apply_result(result, row, slot.state, self.settings, now, self.delay_overrides)
         await self.store.put_url(effect.row)
         slot.state = effect.host
         await self.store.put_host(slot.state)
-        slot.in_flight = max(0, slot.in_flight - 1)
-        self._outstanding = max(0, self._outstanding - 1)
         if effect.row.status is UrlStatus.REJECTED and effect.row.reason is not None:
             self.counters.rejected[effect.row.reason.value] += 1
         if effect.follow:
@@ -319,7 +339,9 @@ class Frontier:
 
     async def _on_status(self, msg: StatusUpdate) -> None:
         row = await self.store.get_url(msg.host, msg.url)
-        if row is None or row.status in (UrlStatus.DONE, UrlStatus.REJECTED, UrlStatus.DEAD):
+        if row is None or row.status is not UrlStatus.FETCHED:
+            # only a stored page awaits a verdict; a row queued or in flight again (its
+            # earlier fetch was taken for lost) gets one when its new fetch is parsed
             return
         row.status = msg.status
         row.reason = msg.reason
@@ -450,7 +472,8 @@ class Frontier:
         row = slot.head.popleft()
         row.status = UrlStatus.IN_FLIGHT
         row.attempts += 1
-        slot.in_flight += 1
+        task_id = uuid.uuid4().hex
+        slot.tasks.add(task_id)
         self._outstanding += 1
         self.counters.dispatched += 1
         await self.store.put_url(row)
@@ -461,7 +484,7 @@ class Frontier:
         state.lease_until = max(state.lease_until, now + 2 * fs.total_timeout + delay
                                 + self.settings.politeness.max_crawl_delay)
         await self.store.put_host(state)
-        task = FetchTask(task_id=uuid.uuid4().hex, url=row.url, host=host, depth=row.depth,
+        task = FetchTask(task_id=task_id, url=row.url, host=host, depth=row.depth,
                          priority=row.priority, attempt=row.attempts, hops=row.hops,
                          etag=row.etag, last_modified=row.last_modified,
                          previous_fetch_at=row.last_fetch_at, previous_record=row.record,
@@ -489,6 +512,19 @@ class Frontier:
             await self.store.put_urls(rows)
             self.counters.rejected[reason.value] += len(rows)
         del self._slots[host]
+
+    def describe(self) -> str:
+        """The in-memory scheduling state, for diagnostics."""
+        now = self.clock()
+        hosts = ", ".join(
+            f"{h}(in_flight={s.in_flight} ready={s.ready} head={len(s.head)} "
+            f"wake={None if s.wake_at is None else round(s.wake_at - now, 1)} "
+            f"next={round(s.state.next_allowed_at - now, 1)} "
+            f"lease={round(s.state.lease_until - now, 1)})"
+            for h, s in sorted(self._slots.items()))
+        return (f"owned={'all' if self._owned is None else sorted(self._owned)} "
+                f"outstanding={self._outstanding} timer={len(self._timer)} "
+                f"ready={len(self._ready)} hosts: {hosts}")
 
     def _dispatched_here(self, host: str) -> bool:
         slot = self._slots.get(host)

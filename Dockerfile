@@ -1,0 +1,43 @@
+# One image for every service: `crawler <role>` with role frontier, fetcher, parser,
+# dedup or api (see docker-compose.yml and deploy/helm/crawler). Settings come from
+# CRAWLER_* environment variables only (`crawler settings` lists them).
+
+# --- build: install the project and its cluster extras into a virtual environment ---
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN python -m venv /opt/crawler
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY common ./common
+COPY frontier ./frontier
+COPY fetcher ./fetcher
+COPY parser ./parser
+COPY dedup ./dedup
+COPY crawler ./crawler
+COPY simweb ./simweb
+RUN /opt/crawler/bin/pip install ".[cluster]" \
+    && /opt/crawler/bin/crawler settings > /dev/null
+
+# --- runtime: the virtual environment only, run as an unprivileged user -------------
+FROM python:3.11-slim
+LABEL org.opencontainers.image.title="polite-crawler" \
+      org.opencontainers.image.description="A distributed, polite web crawler" \
+      org.opencontainers.image.licenses="Apache-2.0"
+RUN groupadd --system --gid 10001 crawler \
+    && useradd --system --uid 10001 --gid crawler --no-create-home \
+       --home-dir /nonexistent --shell /usr/sbin/nologin crawler \
+    && mkdir -p /data/warc \
+    && chown -R 10001:10001 /data
+COPY --from=build /opt/crawler /opt/crawler
+ENV PATH=/opt/crawler/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    CRAWLER_METRICS_HOST=0.0.0.0 \
+    CRAWLER_BLOB_ROOT=/data/warc
+WORKDIR /data
+USER 10001:10001
+EXPOSE 8080 9100
+ENTRYPOINT ["crawler"]
+CMD ["--help"]

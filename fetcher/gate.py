@@ -1,0 +1,74 @@
+"""The fetcher's own politeness guard, behind the frontier's.
+
+The frontier decides when a host may be fetched; this gate makes sure a fetcher never
+breaks that promise when delivery repeats itself: a task redelivered after a crash, or
+handed to this fetcher by a rebalance, may arrive right behind another request to the
+same host. The gate keeps, per host, one request at a time and the earliest time the
+next may start (end of the last response + the task's delay), and, per partition, the
+time this fetcher took it over (a request from the previous owner may have just ended).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+
+class HostGate:
+    def __init__(self, *, clock: Callable[[], float] = time.time,
+                 max_hosts: int = 100_000) -> None:
+        self.clock = clock
+        self.max_hosts = max_hosts
+        self._free_at: OrderedDict[str, float] = OrderedDict()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._taken_over: dict[int, float] = {}
+        self.waits = 0
+        self.waited_seconds = 0.0
+
+    def took_over(self, partitions: frozenset[int]) -> None:
+        """The bus assigned these partitions (new ones start a fresh wait)."""
+        now = self.clock()
+        for p in partitions:
+            self._taken_over.setdefault(p, now)
+        for p in [p for p in self._taken_over if p not in partitions]:
+            del self._taken_over[p]
+
+    def earliest(self, host: str, partition: int | None, delay: float) -> float:
+        """Pure: when the next request to ``host`` may start."""
+        at = self._free_at.get(host, 0.0)
+        if partition is not None and partition in self._taken_over:
+            at = max(at, self._taken_over[partition] + delay)
+        return at
+
+    async def wait(self, host: str, partition: int | None, delay: float) -> None:
+        pause = self.earliest(host, partition, delay) - self.clock()
+        if pause > 0:
+            self.waits += 1
+            self.waited_seconds += pause
+            await asyncio.sleep(pause)
+
+    def done(self, host: str, ended_at: float, delay: float) -> None:
+        """A request to ``host`` ended at ``ended_at``; the next waits ``delay``."""
+        self._free_at[host] = max(self._free_at.get(host, 0.0), ended_at + delay)
+        self._free_at.move_to_end(host)
+        while len(self._free_at) > self.max_hosts:
+            old, free_at = next(iter(self._free_at.items()))
+            if free_at > self.clock():
+                break
+            del self._free_at[old]
+
+    @asynccontextmanager
+    async def hold(self, host: str) -> AsyncIterator[None]:
+        """One request at a time to ``host`` from this fetcher."""
+        lock = self._locks.get(host)
+        if lock is None:
+            lock = self._locks[host] = asyncio.Lock()
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and self._locks.get(host) is lock:
+                del self._locks[host]
