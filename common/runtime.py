@@ -67,10 +67,22 @@ def make_blobs(settings: Settings, writer: str) -> BlobStore:
 
 
 async def run_service(name: str, tasks: Sequence[Awaitable[None]],
-                      stop: Callable[[], Awaitable[None]]) -> None:
-    """Run ``tasks`` until SIGTERM/SIGINT or until one of them ends, then ``stop``."""
+                      stop: Callable[[], Awaitable[None]], *,
+                      settings: Settings | None = None) -> None:
+    """Run ``tasks`` until SIGTERM/SIGINT or until one of them ends, then ``stop``.
+
+    With ``settings.metrics.port`` set, /metrics, /healthz and /readyz are served
+    meanwhile (ready once the service's adapters are open, which callers do first).
+    """
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
+    health = None
+    if settings is not None and settings.metrics.port:
+        from common.metrics import Metrics, serve_health
+
+        metrics = Metrics.create(roles=(name,))
+        health = await serve_health(settings.metrics, metrics.registry,
+                                    ready=lambda: not stopping.is_set())
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stopping.set)
@@ -86,7 +98,10 @@ async def run_service(name: str, tasks: Sequence[Awaitable[None]],
                 log.error("%s: task failed: %r", name, t.exception())
     finally:
         log.info("%s stopping", name)
+        stopping.set()
         await stop()
+        if health is not None:
+            await health.stop()
         for t in [*running, waiter]:
             t.cancel()
         for t in running:

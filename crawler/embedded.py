@@ -160,7 +160,11 @@ async def crawl(settings: Settings, seeds: Sequence[str], *, progress: bool = Fa
     meter = Progress()
     tty = out.isatty()
 
-    def report(stats: CrawlStats) -> None:
+    def report(stats: CrawlStats, *, final: bool = False) -> None:
+        # a terminal gets a live line; a log gets one line every 5 seconds
+        if not tty and not final and time.monotonic() - meter.last_line < 5.0:
+            return
+        meter.last_line = time.monotonic()
         line = meter.line(stats.fetched, stats.queued, sum(stats.errors.values()),
                           stats.in_flight)
         print(("\r" + line) if tty else line, end="" if tty else "\n", file=out, flush=True)
@@ -172,7 +176,7 @@ async def crawl(settings: Settings, seeds: Sequence[str], *, progress: bool = Fa
         await crawler.wait(progress=report if show else None)
         stats = await crawler.stats()
         if show:
-            report(stats)
+            report(stats, final=True)
             if tty:
                 print(file=out)
         return stats

@@ -18,4 +18,5 @@ async def run(settings: Settings) -> None:
         await bus.stop()
         await store.close()
 
-    await run_service("dedup", [bus.consume("dedup", (Topic.PARSED,), stage.handle)], stop)
+    await run_service("dedup", [bus.consume("dedup", (Topic.PARSED,), stage.handle)], stop,
+                      settings=settings)

@@ -34,4 +34,4 @@ async def run(settings: Settings) -> None:
     await run_service("fetcher", [
         bus.consume("fetcher", (Topic.FETCH,), stage.handle,
                     concurrency=settings.fetcher.concurrency, on_assign=stage.on_assign),
-    ], stop)
+    ], stop, settings=settings)

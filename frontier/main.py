@@ -25,4 +25,4 @@ async def run(settings: Settings) -> None:
         bus.consume("frontier", (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS),
                     frontier.handle, on_assign=frontier.assign),
         frontier.run(),
-    ], stop)
+    ], stop, settings=settings)

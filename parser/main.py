@@ -24,4 +24,4 @@ async def run(settings: Settings) -> None:
 
     await run_service("parser", [
         bus.consume("parser", (Topic.FETCHED,), stage.handle, concurrency=2),
-    ], stop)
+    ], stop, settings=settings)

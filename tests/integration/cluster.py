@@ -56,13 +56,20 @@ class Cluster:
         return Settings.from_env({k: v for k, v in self.env.items()
                                   if k.startswith("CRAWLER_")})
 
-    def start(self, name: str, role: str) -> subprocess.Popen[bytes]:
+    def start(self, name: str, role: str,
+              env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = (self.logs / f"{name}.log").open("ab")
         self.files.append(log)
-        proc = subprocess.Popen([sys.executable, "-m", role, "-v"], env=self.env, stdout=log,
+        proc = subprocess.Popen([sys.executable, "-m", role, "-v"],
+                                env={**self.env, **(env or {})}, stdout=log,
                                 stderr=subprocess.STDOUT)
         self.procs[name] = proc
         return proc
+
+    def free_port(self) -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
 
     def kill(self, name: str) -> None:
         proc = self.procs[name]

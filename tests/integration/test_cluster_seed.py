@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from simweb import SimWeb
@@ -31,18 +32,26 @@ async def test_seed_scenario_on_kafka_and_cassandra(tmp_path: Path) -> None:
             "CRAWLER_FETCHER_CONCURRENCY": "16",
         }
         with cluster(tmp_path, env) as c:
-            c.start("frontier", "frontier")
+            metrics_port = c.free_port()
+            c.start("frontier", "frontier", {"CRAWLER_METRICS_PORT": str(metrics_port)})
             c.start("fetcher-1", "fetcher")
             c.start("fetcher-2", "fetcher")
             c.start("parser", "parser")
             c.start("dedup", "dedup")
             c.seed(web.seed_urls())
             stats = await c.wait_done(300)
+            async with aiohttp.ClientSession() as http:
+                base = f"http://127.0.0.1:{metrics_port}"
+                health = {p: (await http.get(base + p)).status
+                          for p in ("/healthz", "/readyz", "/metrics")}
+                metrics_text = await (await http.get(base + "/metrics")).text()
         hits = Counter(web.log.counts_by_host(exclude_paths=("/robots.txt",)))
         gaps = {h: web.log.min_gap(h, exclude_paths=()) for h in hits}
         in_flight = {h: web.log.max_in_flight(h) for h in hits}
         secret = web.log.count("news.test", "/private/secret")
 
+    assert health == {"/healthz": 200, "/readyz": 200, "/metrics": 200}
+    assert "process_cpu_seconds_total" in metrics_text
     assert stats.fetched == 162, stats
     assert stats.robots_blocked == 1
     assert stats.exact_duplicates == 30
