@@ -7,6 +7,7 @@ than once (at-least-once delivery) are counted and reported."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import time
 from collections import Counter
@@ -84,7 +85,7 @@ async def test_sigkill_and_rebalance_lose_nothing(tmp_path: Path) -> None:
         closest = {}
         for h in gaps:
             recs = sorted(web.log.records(h), key=lambda r: r.started)
-            pairs = [(b.started - a.ended, a, b) for a, b in zip(recs, recs[1:], strict=False)]
+            pairs = [(b.started - a.ended, a, b) for a, b in itertools.pairwise(recs)]
             if pairs:
                 g, a, b = min(pairs, key=lambda p: p[0])
                 closest[h] = (round(g, 3), a.target, round(a.ended_wall, 3), b.target,
