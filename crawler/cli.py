@@ -2,12 +2,16 @@
 
     crawler crawl URL... [--max-pages N] [--out DIR]   embedded crawl (resumable)
     crawler demo                                       crawl the simulated web's seed scenario
-    crawler stats [--out DIR]                          figures of a crawl (folder or cluster)
-    crawler seed URL... [--priority N]                 put seed URLs into a running cluster
-    crawler frontier|fetcher|parser|dedup              run one service (cluster mode)
+    crawler stats [--out DIR] [--api URL]              figures of a crawl (folder or cluster)
+    crawler seed URL... [--priority N] [--api URL]     put seed URLs into a running crawl
+    crawler host NAME [--delay S] [--block|--unblock] [--max-pages N] --api URL
+                                                       read or change a host (control API)
+    crawler frontier|fetcher|parser|dedup|api          run one service (cluster mode)
     crawler settings [--markdown]                      every setting with its default
 
 Settings come from the environment (``CRAWLER_<SECTION>_<KEY>``); flags override them.
+With ``--api http://host:port`` a command talks to the control API instead, with the
+bearer token of ``--token`` (default: ``CRAWLER_API_TOKEN``).
 """
 
 from __future__ import annotations
@@ -52,10 +56,24 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("stats", help="print the figures of a crawl folder")
     s.add_argument("--out", default=None)
+    _api_options(s)
 
     sd = sub.add_parser("seed", help="put seed URLs into a running cluster (through the bus)")
     sd.add_argument("urls", nargs="+")
     sd.add_argument("--priority", type=int, default=None)
+    _api_options(sd)
+
+    h = sub.add_parser("host", help="read or change one host through the control API")
+    h.add_argument("name", help="host key, e.g. news.test or example.org:8080")
+    h.add_argument("--delay", dest="host_delay", type=float, default=None,
+                   help="delay override in seconds")
+    h.add_argument("--clear-delay", action="store_true", help="remove the delay override")
+    block = h.add_mutually_exclusive_group()
+    block.add_argument("--block", dest="blocked", action="store_const", const=True)
+    block.add_argument("--unblock", dest="blocked", action="store_const", const=False)
+    h.add_argument("--max-pages", dest="host_max_pages", type=int, default=None,
+                   help="page cap of the host")
+    _api_options(h, required=True)
 
     for role in ROLES:
         r = sub.add_parser(role, help=f"run one {role} service (settings from CRAWLER_*)")
@@ -66,7 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-ROLES = ("frontier", "fetcher", "parser", "dedup")
+ROLES = ("frontier", "fetcher", "parser", "dedup", "api")
+
+
+def _api_options(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    p.add_argument("--api", required=required, default=None, metavar="URL",
+                   help="control API base URL, e.g. http://127.0.0.1:8080")
+    p.add_argument("--token", default=None,
+                   help="bearer token (default: CRAWLER_API_TOKEN)")
 
 
 def _settings_for(args: argparse.Namespace) -> Settings:
@@ -126,11 +151,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "settings":
             return _cmd_settings(args.markdown)
         settings = _settings_for(args)
+        if args.command == "api":
+            from crawler.api import check_service_settings
+
+            check_service_settings(settings)
     except SettingsError as exc:
         print(f"crawler: invalid setting: {exc}", file=sys.stderr)
         return 2
     if args.command in ROLES:
         return _run_role(args.command, settings)
+    if getattr(args, "api", None):
+        return _cmd_api(args, settings)
     if args.command == "seed":
         n = asyncio.run(_seed(settings, args.urls, args.priority))
         print(f"{n} seed URLs sent")
@@ -166,7 +197,7 @@ def _run_role(role: str, settings: Settings) -> int:
     from common.runtime import service_main
 
     runs = {"frontier": "frontier.main", "fetcher": "fetcher.main", "parser": "parser.main",
-            "dedup": "dedup.main"}
+            "dedup": "dedup.main", "api": "crawler.api"}
     module = importlib.import_module(runs[role])
     return service_main(role, module.run)
 
@@ -181,6 +212,53 @@ async def _seed(settings: Settings, seeds: Sequence[str], priority: int | None) 
         return await Frontier(settings, bus, store, embedded=False).seed(seeds, priority)
     finally:
         await bus.stop()
+
+
+def _cmd_api(args: argparse.Namespace, settings: Settings) -> int:
+    """seed, stats and host through the control API."""
+    import json
+    import urllib.parse
+
+    import msgspec
+
+    from crawler.client import ApiCallError, call
+
+    token = args.token or settings.api.token
+    if not token:
+        print("crawler: no API token: pass --token or set CRAWLER_API_TOKEN", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "seed":
+            body: dict[str, object] = {"urls": args.urls}
+            if args.priority is not None:
+                body["priority"] = args.priority
+            answer = asyncio.run(call(args.api, token, "POST", "/v1/seeds", body))
+            print(f"{answer['accepted']} seed URLs sent")
+            return 0
+        if args.command == "stats":
+            answer = asyncio.run(call(args.api, token, "GET", "/v1/stats"))
+            print(format_stats(msgspec.convert(answer, CrawlStats)))
+            return 0
+        change: dict[str, object] = {}
+        if args.clear_delay:
+            change["crawlDelaySeconds"] = None
+        elif args.host_delay is not None:
+            change["crawlDelaySeconds"] = args.host_delay
+        if args.blocked is not None:
+            change["blocked"] = args.blocked
+        if args.host_max_pages is not None:
+            change["maxPages"] = args.host_max_pages
+        path = "/v1/hosts/" + urllib.parse.quote(args.name, safe=":[]")
+        answer = asyncio.run(call(args.api, token, "PUT" if change else "GET", path,
+                                  change or None))
+        print(json.dumps(answer, indent=2))
+        return 0
+    except ApiCallError as exc:
+        print(f"crawler: {exc}", file=sys.stderr)
+        return 1
+    except (msgspec.ValidationError, KeyError, TypeError):
+        print("crawler: the API gave an answer of an unexpected shape", file=sys.stderr)
+        return 1
 
 
 def _cmd_settings(markdown: bool) -> int:

@@ -35,6 +35,7 @@ from common.messages import DeadLetter, PageRecord, Topic, encode
 from common.ports import Delivery
 from common.runtime import blob_root, make_store, state_path
 from common.settings import Settings
+from crawler.api import ControlApi
 from dedup.service import DedupStage
 from fetcher.http import HttpFetcher
 from fetcher.robots_cache import RobotsCache
@@ -62,7 +63,8 @@ class Progress:
 class EmbeddedCrawler:
     """Wires the stages to the embedded adapters and runs them until the crawl ends."""
 
-    def __init__(self, settings: Settings, *, writer_id: str = "embedded") -> None:
+    def __init__(self, settings: Settings, *, writer_id: str = "embedded",
+                 serve_api: bool | None = None) -> None:
         self.settings = settings
         out = Path(settings.crawl.out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -80,6 +82,12 @@ class EmbeddedCrawler:
         self.parser = ParserStage(settings, self.bus, self.blobs, self.archive)
         self.dedup = DedupStage(settings, self.bus, self.store)
         self._tasks: list[asyncio.Task[None]] = []
+        # the control API, served when CRAWLER_API_PORT is set (or serve_api is true:
+        # then port 0 means any free port); it refuses to start without a token
+        self.api: ControlApi | None = None
+        if serve_api or (serve_api is None and settings.api.port):
+            self.api = ControlApi(settings, self.bus, self.store, frontier=self.frontier,
+                                  stats=self.stats)
 
     async def _sink_pages(self, delivery: Delivery) -> None:
         msg = delivery.message
@@ -113,6 +121,8 @@ class EmbeddedCrawler:
                 name=f"consume-{group}"))
         await self.frontier.recover()
         self._tasks.append(asyncio.create_task(self.frontier.run(), name="frontier-run"))
+        if self.api is not None:
+            await self.api.start()
 
     def done(self) -> bool:
         return self.bus.pending() == 0 and self.frontier.idle()
@@ -137,6 +147,8 @@ class EmbeddedCrawler:
                              invalid=self.frontier.counters.invalid)
 
     async def close(self) -> None:
+        if self.api is not None:
+            await self.api.stop()
         await self.frontier.stop()
         await self.bus.stop()
         for t in self._tasks:

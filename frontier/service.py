@@ -37,7 +37,6 @@ from common.messages import (
     FetchResult,
     FetchTask,
     Link,
-    LinkKind,
     Reason,
     StatusUpdate,
     Topic,
@@ -54,6 +53,7 @@ from frontier.policy import (
     refreshed,
     trap_reason,
 )
+from frontier.seeds import publish_batch, seed_batch
 from frontier.seen import SeenFilter
 
 log = logging.getLogger(__name__)
@@ -218,22 +218,11 @@ class Frontier:
     async def seed(self, seed_urls: Iterable[str], priority: int | None = None) -> int:
         """Offer seed URLs (through the bus, so each reaches its host's owner)."""
         prio = self.settings.crawl.seed_priority if priority is None else priority
-        by_host: dict[str, list[Link]] = {}
-        bad = 0
-        for raw in seed_urls:
-            try:
-                url = urls.canonicalize(raw, tracking=self.tracking)
-                host = urls.host_key(url)
-            except urls.UrlError:
-                bad += 1
-                continue
-            by_host.setdefault(host, []).append(Link(url=url, depth=0, priority=prio,
-                                                     kind=LinkKind.SEED))
-        for host, links in by_host.items():
-            await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
-        if bad:
-            log.warning("%d seed URLs were not crawlable URLs", bad)
-        return sum(len(v) for v in by_host.values())
+        batch = seed_batch(seed_urls, prio, self.tracking)
+        await publish_batch(self.bus, batch)
+        if batch.invalid:
+            log.warning("%d seed URLs were not crawlable URLs", len(batch.invalid))
+        return batch.count
 
     # ------------------------------------------------------------------ handlers
 
@@ -305,6 +294,9 @@ class Frontier:
             # a repeated delivery, or a task an earlier owner handed out: the URL's row
             # has moved on, but a request that reached the host still counts for its rest
             self.counters.stale_results += 1
+            log.info("DIAG stale host=%s task=%s fetched_at=%.3f row=%s",  # DIAG
+                     task.host, task.task_id, result.fetched_at,  # DIAG
+                     None if row is None else (row.status.value, row.attempts))  # DIAG
             if result.fetched_at and (result.robots_fetched
                                       or result.outcome not in NO_REQUEST_OUTCOMES):
                 slot = slot or await self._slot(task.host)
@@ -491,6 +483,9 @@ class Frontier:
                          delay=delay,
                          issued_at=now)
         await self.bus.publish(Topic.FETCH, host, task)
+        log.info("DIAG dispatch host=%s url=%s task=%s attempt=%d now=%.3f next=%.3f "  # DIAG
+                 "lease=%.3f", host, row.url, task_id, row.attempts, now,  # DIAG
+                 state.next_allowed_at, state.lease_until)  # DIAG
         if slot.in_flight < self.settings.politeness.max_in_flight_per_host:
             self._schedule(host, slot, now)
 
@@ -532,11 +527,23 @@ class Frontier:
 
     # ------------------------------------------------------------------ operator
 
+    def pause(self) -> None:
+        """Dispatch nothing until :meth:`resume` (requests in flight finish)."""
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+        self._wake.set()
+
     async def set_host(self, host: str, *, delay: float | None = None,
-                       blocked: bool | None = None, max_pages: int | None = None) -> HostState:
+                       blocked: bool | None = None, max_pages: int | None = None,
+                       clear_delay: bool = False) -> HostState:
+        """Operator overrides of one host; ``clear_delay`` drops its delay override."""
         async with self._lock:
             slot = await self._slot(host)
-            if delay is not None:
+            if clear_delay:
+                slot.state.delay_override = None
+            elif delay is not None:
                 slot.state.delay_override = delay
             if blocked is not None:
                 slot.state.blocked = blocked

@@ -1,0 +1,385 @@
+"""The control API (aiohttp): seeds, figures, per-host overrides, pause and resume.
+
+Routes (all under ``/v1``; the OpenAPI document is :mod:`crawler.openapi`)::
+
+    GET  /v1/health            liveness, no token
+    GET  /v1/openapi.json      the OpenAPI 3.0 document, no token
+    POST /v1/seeds             {"urls": [...], "priority": 0} -> 202
+    GET  /v1/stats             CrawlStats as JSON
+    GET  /v1/hosts/{host}      the host's row
+    PUT  /v1/hosts/{host}      {"crawlDelaySeconds": 2.0 | null, "blocked": true,
+                               "maxPages": 100}
+    POST /v1/pause, /v1/resume embedded mode only (501 in cluster mode)
+
+Every other route needs ``Authorization: Bearer <CRAWLER_API_TOKEN>``; the API does
+not start without a token. Bad input gets a 4xx with ``{"error": "..."}``; an
+unexpected failure is logged and answered with a generic 500.
+
+Embedded mode (``crawler crawl`` with ``CRAWLER_API_PORT`` set) gives the API the
+running :class:`~frontier.service.Frontier`, so host changes and pauses take effect at
+once. Cluster mode (``crawler api`` / ``python -m crawler.api``) has only the bus and
+the store: seeds are published on topic discovered like ``crawler seed`` does, and a
+host change is written to the hosts row, which the owning frontier applies the next
+time it loads the host (on start, on taking over the host's partition, or after the
+host went idle); a frontier working on the host at that moment keeps its in-memory
+row and may write it back over the change. Pause and resume answer 501 there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+from aiohttp import web
+
+from common import urls
+from common.ports import Bus, HostState, StateStore
+from common.settings import ApiSettings, Settings, SettingsError
+from crawler.openapi import (
+    MAX_DELAY_SECONDS,
+    MAX_PAGES_LIMIT,
+    MAX_SEED_URLS,
+    MAX_URL_CHARS,
+    OPENAPI,
+)
+from frontier.seeds import publish_batch, seed_batch
+from frontier.service import Frontier
+from frontier.stats import CrawlStats, collect
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PUBLIC_PATHS = frozenset({"/v1/health", "/v1/openapi.json"})
+MAX_BODY_BYTES = 16 * 1024 * 1024  # room for MAX_SEED_URLS long URLs
+MAX_HOST_CHARS = 300
+
+
+class ApiError(Exception):
+    """An answer with a 4xx/5xx status and a message for the client."""
+
+    def __init__(self, status: int, message: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+# ---------------------------------------------------------------------- pure helpers
+
+def require_token(settings: ApiSettings) -> str:
+    """The configured token; an empty one is a :class:`SettingsError`."""
+    if not settings.token:
+        raise SettingsError("CRAWLER_API_TOKEN: must be set to serve the control API "
+                            "(every route but /v1/health needs it)")
+    return settings.token
+
+
+def authorized(header: str | None, token: str) -> bool:
+    """True if ``header`` is ``Bearer <token>`` (scheme case-insensitive), compared in
+    constant time."""
+    if not header or not token:
+        return False
+    scheme, _, given = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode("utf-8", "surrogateescape"),
+                               token.encode("utf-8", "surrogateescape"))
+
+
+class SeedRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    urls: Annotated[list[Annotated[str, msgspec.Meta(max_length=MAX_URL_CHARS)]],
+                    msgspec.Meta(min_length=1, max_length=MAX_SEED_URLS)]
+    priority: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class HostUpdate(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, rename="camel"):
+    crawl_delay_seconds: (Annotated[float, msgspec.Meta(ge=0, le=MAX_DELAY_SECONDS)]
+                          | msgspec.UnsetType | None) = msgspec.UNSET
+    blocked: bool | msgspec.UnsetType = msgspec.UNSET
+    max_pages: (Annotated[int, msgspec.Meta(ge=0, le=MAX_PAGES_LIMIT)]
+                | msgspec.UnsetType) = msgspec.UNSET
+
+
+def decode_body(body: bytes, kind: type[T]) -> T:
+    """Decode a JSON body; invalid JSON is a 400, a body of the wrong shape a 422."""
+    try:
+        return msgspec.json.decode(body, type=kind)
+    except msgspec.ValidationError as exc:
+        raise ApiError(422, f"invalid body: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise ApiError(400, f"body is not valid JSON: {exc}") from None
+
+
+def parse_seed_request(body: bytes, settings: Settings) -> SeedRequest:
+    req = decode_body(body, SeedRequest)
+    levels = settings.crawl.priority_levels
+    if req.priority is not None and req.priority >= levels:
+        raise ApiError(422, f"invalid body: priority must be below {levels} "
+                            "(CRAWLER_CRAWL_PRIORITY_LEVELS)")
+    return req
+
+
+def parse_host_update(body: bytes) -> HostUpdate:
+    update = decode_body(body, HostUpdate)
+    if (update.crawl_delay_seconds is msgspec.UNSET and update.blocked is msgspec.UNSET
+            and update.max_pages is msgspec.UNSET):
+        raise ApiError(422, "invalid body: give at least one of crawlDelaySeconds, "
+                            "blocked, maxPages")
+    return update
+
+
+def parse_host(raw: str) -> str:
+    """The host key of a path parameter (``News.Test:80`` -> ``news.test``)."""
+    if not raw or len(raw) > MAX_HOST_CHARS or any(c in raw for c in "/\\?#@ \t\r\n"):
+        raise ApiError(400, f"not a host name: {raw[:80]!r}")
+    try:
+        key = urls.host_key(f"http://{raw}/")
+    except (urls.UrlError, ValueError):
+        raise ApiError(400, f"not a host name: {raw[:80]!r}") from None
+    return key
+
+
+def apply_update(state: HostState, update: HostUpdate) -> HostState:
+    """Pure: ``state`` with the update's fields changed."""
+    changes: dict[str, Any] = {}
+    if update.crawl_delay_seconds is not msgspec.UNSET:
+        changes["delay_override"] = update.crawl_delay_seconds
+    if update.blocked is not msgspec.UNSET:
+        changes["blocked"] = update.blocked
+    if update.max_pages is not msgspec.UNSET:
+        changes["max_pages"] = update.max_pages
+        changes["capped"] = False
+    return msgspec.structs.replace(state, **changes)
+
+
+def host_json(state: HostState) -> dict[str, Any]:
+    return {"host": state.host, "crawlDelaySeconds": state.delay_override,
+            "robotsCrawlDelaySeconds": state.crawl_delay, "blocked": state.blocked,
+            "maxPages": state.max_pages, "pageCount": state.page_count,
+            "capped": state.capped}
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None
+          ) -> web.Response:
+    return web.Response(body=msgspec.json.encode(data), status=status,
+                        content_type="application/json", headers=headers)
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None
+                   ) -> web.Response:
+    return _json({"error": message}, status, headers)
+
+
+# ---------------------------------------------------------------------- the app
+
+class ControlApi:
+    """The control API over a bus and a store, and in embedded mode the frontier."""
+
+    def __init__(self, settings: Settings, bus: Bus, store: StateStore, *,
+                 frontier: Frontier | None = None,
+                 stats: Callable[[], Awaitable[CrawlStats]] | None = None) -> None:
+        self.token = require_token(settings.api)
+        self.settings = settings
+        self.bus = bus
+        self.store = store
+        self.frontier = frontier
+        self._stats = stats
+        self.tracking = urls.TrackingRules.from_settings(settings.urls)
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    # -------------------------------------------------------------- middleware
+
+    @web.middleware
+    async def _errors(self, request: web.Request,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                      ) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except ApiError as exc:
+            return error_response(exc.status, exc.message, exc.headers)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+            return error_response(exc.status, exc.reason, headers)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("control API: %s %s failed", request.method, request.path)
+            return error_response(500, "internal error")
+
+    @web.middleware
+    async def _auth(self, request: web.Request,
+                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                    ) -> web.StreamResponse:
+        if request.path not in PUBLIC_PATHS and not authorized(
+                request.headers.get("Authorization"), self.token):
+            raise ApiError(401, "missing or wrong bearer token",
+                           {"WWW-Authenticate": 'Bearer realm="crawler"'})
+        return await handler(request)
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors, self._auth],
+                              client_max_size=MAX_BODY_BYTES)
+        app.add_routes([
+            web.get("/v1/health", self.health),
+            web.get("/v1/openapi.json", self.openapi),
+            web.post("/v1/seeds", self.seeds),
+            web.get("/v1/stats", self.stats),
+            web.get("/v1/hosts/{host}", self.get_host),
+            web.put("/v1/hosts/{host}", self.put_host),
+            web.post("/v1/pause", self.pause),
+            web.post("/v1/resume", self.resume),
+        ])
+        return app
+
+    # -------------------------------------------------------------- handlers
+
+    async def health(self, request: web.Request) -> web.Response:
+        return _json({"status": "ok"})
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return _json(OPENAPI)
+
+    async def seeds(self, request: web.Request) -> web.Response:
+        req = parse_seed_request(await request.read(), self.settings)
+        prio = self.settings.crawl.seed_priority if req.priority is None else req.priority
+        batch = seed_batch(req.urls, prio, self.tracking)
+        if batch.invalid:
+            shown = ", ".join(repr(u[:200]) for u in batch.invalid[:5])
+            raise ApiError(422, f"{len(batch.invalid)} of {len(req.urls)} URLs are not "
+                                f"crawlable http(s) URLs (none taken): {shown}")
+        sent = await publish_batch(self.bus, batch)
+        return _json({"accepted": sent, "hosts": len(batch.by_host)}, 202)
+
+    async def stats(self, request: web.Request) -> web.Response:
+        figures = await (self._stats() if self._stats is not None else collect(self.store))
+        return _json(figures)
+
+    async def get_host(self, request: web.Request) -> web.Response:
+        host = parse_host(request.match_info["host"])
+        state = await self.store.get_host(host)
+        if state is None:
+            raise ApiError(404, f"no such host in the crawl: {host}")
+        return _json(host_json(state))
+
+    async def put_host(self, request: web.Request) -> web.Response:
+        host = parse_host(request.match_info["host"])
+        update = parse_host_update(await request.read())
+        if self.frontier is not None:
+            delay = update.crawl_delay_seconds
+            state = await self.frontier.set_host(
+                host,
+                delay=delay if isinstance(delay, float) else None,
+                clear_delay=delay is None,
+                blocked=update.blocked if isinstance(update.blocked, bool) else None,
+                max_pages=update.max_pages if isinstance(update.max_pages, int) else None)
+        else:
+            state = apply_update(await self.store.get_host(host) or HostState(host=host),
+                                 update)
+            await self.store.put_host(state)
+        log.info("control API: host %s changed to %s", host, host_json(state))
+        return _json(host_json(state))
+
+    async def pause(self, request: web.Request) -> web.Response:
+        return self._set_paused(True)
+
+    async def resume(self, request: web.Request) -> web.Response:
+        return self._set_paused(False)
+
+    def _set_paused(self, paused: bool) -> web.Response:
+        if self.frontier is None:
+            raise ApiError(501, "pause and resume are not supported in cluster mode yet; "
+                                "scale the fetchers to zero to stop fetching")
+        if paused:
+            self.frontier.pause()
+        else:
+            self.frontier.resume()
+        log.info("control API: crawl %s", "paused" if paused else "resumed")
+        return _json({"paused": self.frontier.paused})
+
+    # -------------------------------------------------------------- serving
+
+    async def start(self, host: str | None = None, port: int | None = None) -> None:
+        """Listen on ``host:port`` (default: the ``api`` settings; port 0: any free)."""
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        bind = self.settings.api.host if host is None else host
+        site = web.TCPSite(self._runner, bind, self.settings.api.port if port is None
+                           else port)
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
+        addresses = self._runner.addresses
+        self._port = int(addresses[0][1])
+        log.info("control API on %s:%d", bind, self._port)
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("control API not started")
+        return self._port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+            self._port = None
+
+
+def check_service_settings(settings: Settings) -> None:
+    """The API service needs a port and a token; else a :class:`SettingsError`."""
+    if not settings.api.port:
+        raise SettingsError("CRAWLER_API_PORT: must be set to run the control API")
+    require_token(settings.api)
+
+
+async def run(settings: Settings) -> None:
+    """``crawler api``: the control API as its own service (cluster mode)."""
+    from common.runtime import make_bus, make_store, run_service
+
+    check_service_settings(settings)
+    bus = make_bus(settings)
+    store = make_store(settings)
+    await store.open()
+    api = ControlApi(settings, bus, store)
+    await api.start()
+    stopped = asyncio.Event()
+
+    async def stop() -> None:
+        await api.stop()
+        await bus.stop()
+        await store.close()
+        stopped.set()
+
+    async def serve() -> None:
+        await stopped.wait()
+
+    await run_service("api", [serve()], stop, settings=settings)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m crawler.api``: check the settings, then run the service."""
+    from common.runtime import service_main
+
+    try:
+        check_service_settings(Settings.from_env())
+    except SettingsError as exc:
+        print(f"api: invalid setting: {exc}", file=sys.stderr)
+        return 2
+    return service_main("api", run, argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,190 @@
+"""The control API's OpenAPI 3.0 document, written by hand (served at /v1/openapi.json).
+
+It describes exactly the routes of :mod:`crawler.api`: their bodies, answers and
+errors. Every error answer is ``{"error": "<message>"}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_SEED_URLS = 10_000
+MAX_URL_CHARS = 8192
+MAX_DELAY_SECONDS = 86_400.0
+MAX_PAGES_LIMIT = 1_000_000_000
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+def _ok(description: str, schema: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
+
+
+_UNAUTHORIZED = _error("No valid `Authorization: Bearer <token>` header.")
+_BAD_JSON = _error("The body is not valid JSON.")
+_INVALID = _error("The body has a wrong type, an unknown field or a value out of range.")
+_TOO_LARGE = _error("The body is larger than the API accepts.")
+
+_HOST_PARAM: dict[str, Any] = {
+    "name": "host", "in": "path", "required": True,
+    "description": "Host key: lower-case host name, with the port when it is not the "
+                   "default one (`news.test`, `example.org:8080`).",
+    "schema": {"type": "string"},
+}
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {
+        "title": "Crawler control API",
+        "version": "1",
+        "description": (
+            "Operate a running crawl: add seed URLs, read its figures, change per-host "
+            "politeness overrides, pause and resume. Every route but `/v1/health` and "
+            "`/v1/openapi.json` needs the bearer token (`CRAWLER_API_TOKEN`).\n\n"
+            "In cluster mode (`crawler api`), `PUT /v1/hosts/{host}` writes the hosts row "
+            "of the store; the owning frontier applies it the next time it loads the host "
+            "(when it starts, takes over the host's partition, or the host had gone idle). "
+            "Pause and resume are only available in embedded mode."),
+    },
+    "servers": [{"url": "/"}],
+    "components": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        "schemas": {
+            "Error": {
+                "type": "object", "required": ["error"],
+                "properties": {"error": {"type": "string"}},
+            },
+            "SeedRequest": {
+                "type": "object", "required": ["urls"], "additionalProperties": False,
+                "properties": {
+                    "urls": {"type": "array", "minItems": 1, "maxItems": MAX_SEED_URLS,
+                             "items": {"type": "string", "maxLength": MAX_URL_CHARS},
+                             "description": "http or https URLs; all must be valid, else "
+                                            "none is taken."},
+                    "priority": {"type": "integer", "minimum": 0, "nullable": True,
+                                 "description": "Priority level, below "
+                                                "`CRAWLER_CRAWL_PRIORITY_LEVELS` (0 is the "
+                                                "highest); default "
+                                                "`CRAWLER_CRAWL_SEED_PRIORITY`."},
+                },
+            },
+            "SeedResponse": {
+                "type": "object", "required": ["accepted", "hosts"],
+                "properties": {"accepted": {"type": "integer", "minimum": 0},
+                               "hosts": {"type": "integer", "minimum": 0}},
+            },
+            "HostUpdate": {
+                "type": "object", "additionalProperties": False,
+                "minProperties": 1,
+                "properties": {
+                    "crawlDelaySeconds": {"type": "number", "minimum": 0,
+                                          "maximum": MAX_DELAY_SECONDS, "nullable": True,
+                                          "description": "Delay override; null removes it."},
+                    "blocked": {"type": "boolean"},
+                    "maxPages": {"type": "integer", "minimum": 0,
+                                 "maximum": MAX_PAGES_LIMIT},
+                },
+            },
+            "Host": {
+                "type": "object",
+                "required": ["host", "crawlDelaySeconds", "robotsCrawlDelaySeconds",
+                             "blocked", "maxPages", "pageCount", "capped"],
+                "properties": {
+                    "host": {"type": "string"},
+                    "crawlDelaySeconds": {"type": "number", "nullable": True},
+                    "robotsCrawlDelaySeconds": {"type": "number", "nullable": True},
+                    "blocked": {"type": "boolean"},
+                    "maxPages": {"type": "integer", "nullable": True},
+                    "pageCount": {"type": "integer"},
+                    "capped": {"type": "boolean"},
+                },
+            },
+            "Stats": {
+                "type": "object",
+                "description": "The crawl's figures (frontier.stats.CrawlStats).",
+                "required": ["fetched", "kept", "queued", "known_urls", "hosts", "errors"],
+                "properties": {
+                    **{name: {"type": "integer", "minimum": 0} for name in (
+                        "fetched", "kept", "exact_duplicates", "near_duplicates",
+                        "not_modified", "redirects", "robots_blocked", "blocked",
+                        "host_capped_urls", "hosts_capped", "trap_cut", "dead", "queued",
+                        "in_flight", "awaiting_parse", "known_urls", "hosts",
+                        "seen_filter_skipped", "invalid_links")},
+                    "errors": {"type": "object",
+                               "additionalProperties": {"type": "integer"}},
+                },
+            },
+            "Paused": {
+                "type": "object", "required": ["paused"],
+                "properties": {"paused": {"type": "boolean"}},
+            },
+            "Health": {
+                "type": "object", "required": ["status"],
+                "properties": {"status": {"type": "string", "enum": ["ok"]}},
+            },
+        },
+    },
+    "security": [{"bearer": []}],
+    "paths": {
+        "/v1/health": {"get": {
+            "operationId": "health", "summary": "Liveness; needs no token.", "security": [],
+            "responses": {"200": _ok("The API is serving.", "Health")},
+        }},
+        "/v1/openapi.json": {"get": {
+            "operationId": "openapi", "summary": "This document; needs no token.",
+            "security": [],
+            "responses": {"200": {"description": "The OpenAPI document.",
+                                  "content": {"application/json": {
+                                      "schema": {"type": "object"}}}}},
+        }},
+        "/v1/seeds": {"post": {
+            "operationId": "addSeeds", "summary": "Add seed URLs to the crawl.",
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/SeedRequest"}}}},
+            "responses": {"202": _ok("The seeds were published to their hosts' "
+                                     "frontiers.", "SeedResponse"),
+                          "400": _BAD_JSON, "401": _UNAUTHORIZED, "413": _TOO_LARGE,
+                          "422": _INVALID},
+        }},
+        "/v1/stats": {"get": {
+            "operationId": "stats", "summary": "The crawl's figures, from the state store.",
+            "responses": {"200": _ok("Figures.", "Stats"), "401": _UNAUTHORIZED},
+        }},
+        "/v1/hosts/{host}": {
+            "parameters": [_HOST_PARAM],
+            "get": {
+                "operationId": "getHost", "summary": "One host's row.",
+                "responses": {"200": _ok("The host.", "Host"),
+                              "400": _error("Not a host name."), "401": _UNAUTHORIZED,
+                              "404": _error("The crawl does not know the host.")},
+            },
+            "put": {
+                "operationId": "putHost",
+                "summary": "Change a host's delay override, block or page cap.",
+                "description": "Fields left out keep their value. Embedded mode applies "
+                               "the change at once; cluster mode writes the row (see "
+                               "above).",
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/HostUpdate"}}}},
+                "responses": {"200": _ok("The host after the change.", "Host"),
+                              "400": _error("Not a host name, or the body is not valid "
+                                            "JSON."),
+                              "401": _UNAUTHORIZED, "413": _TOO_LARGE, "422": _INVALID},
+            },
+        },
+        "/v1/pause": {"post": {
+            "operationId": "pause", "summary": "Dispatch no new requests (embedded mode).",
+            "responses": {"200": _ok("Paused.", "Paused"), "401": _UNAUTHORIZED,
+                          "501": _error("Not supported in cluster mode.")},
+        }},
+        "/v1/resume": {"post": {
+            "operationId": "resume", "summary": "Dispatch again (embedded mode).",
+            "responses": {"200": _ok("Running.", "Paused"), "401": _UNAUTHORIZED,
+                          "501": _error("Not supported in cluster mode.")},
+        }},
+    },
+}
