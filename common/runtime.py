@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from common.adapters.local_blobs import LocalBlobStore
+from common.metrics import Metrics
 from common.ports import BlobStore, Bus, StateStore
 from common.ring import HostRing
 from common.settings import Settings
@@ -68,7 +69,8 @@ def make_blobs(settings: Settings, writer: str) -> BlobStore:
 
 async def run_service(name: str, tasks: Sequence[Awaitable[None]],
                       stop: Callable[[], Awaitable[None]], *,
-                      settings: Settings | None = None) -> None:
+                      settings: Settings | None = None,
+                      metrics: Metrics | None = None) -> None:
     """Run ``tasks`` until SIGTERM/SIGINT or until one of them ends, then ``stop``.
 
     With ``settings.metrics.port`` set, /metrics, /healthz and /readyz are served
@@ -78,9 +80,9 @@ async def run_service(name: str, tasks: Sequence[Awaitable[None]],
     stopping = asyncio.Event()
     health = None
     if settings is not None and settings.metrics.port:
-        from common.metrics import Metrics, serve_health
+        from common.metrics import serve_health
 
-        metrics = Metrics.create(roles=(name,))
+        metrics = metrics or Metrics.create(roles=(name,))
         health = await serve_health(settings.metrics, metrics.registry,
                                     ready=lambda: not stopping.is_set())
     for sig in (signal.SIGTERM, signal.SIGINT):

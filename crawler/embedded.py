@@ -32,6 +32,7 @@ from common.adapters.memory_bus import MemoryBus
 from common.adapters.sqlite_store import SqliteStateStore
 from common.archive import ArchiveWriter
 from common.messages import DeadLetter, PageRecord, Topic, encode
+from common.metrics import HealthServer, Metrics, serve_health
 from common.ports import Delivery
 from common.runtime import blob_root, make_store, state_path
 from common.settings import Settings
@@ -76,11 +77,14 @@ class EmbeddedCrawler:
         self.bus = MemoryBus(settings.bus, partitions=1)
         self.http = HttpFetcher(settings)
         self.robots = RobotsCache(self.store, self.http, settings)
-        self.frontier = Frontier(settings, self.bus, self.store)
+        self.metrics = Metrics.create()  # every role; served when CRAWLER_METRICS_PORT is set
+        self.frontier = Frontier(settings, self.bus, self.store, metrics=self.metrics)
         self.fetcher = FetcherStage(settings, self.bus, self.store, self.blobs, self.archive,
-                                    self.http, self.robots)
-        self.parser = ParserStage(settings, self.bus, self.blobs, self.archive)
-        self.dedup = DedupStage(settings, self.bus, self.store)
+                                    self.http, self.robots, metrics=self.metrics)
+        self.parser = ParserStage(settings, self.bus, self.blobs, self.archive,
+                                  metrics=self.metrics)
+        self.dedup = DedupStage(settings, self.bus, self.store, metrics=self.metrics)
+        self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         # the control API, served when CRAWLER_API_PORT is set (or serve_api is true:
         # then port 0 means any free port); it refuses to start without a token
@@ -123,6 +127,8 @@ class EmbeddedCrawler:
         self._tasks.append(asyncio.create_task(self.frontier.run(), name="frontier-run"))
         if self.api is not None:
             await self.api.start()
+        self.health = await serve_health(self.settings.metrics, self.metrics.registry,
+                                         ready=lambda: True)
 
     def done(self) -> bool:
         return self.bus.pending() == 0 and self.frontier.idle()
@@ -147,6 +153,8 @@ class EmbeddedCrawler:
                              invalid=self.frontier.counters.invalid)
 
     async def close(self) -> None:
+        if self.health is not None:
+            await self.health.stop()
         if self.api is not None:
             await self.api.stop()
         await self.frontier.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from common.messages import Topic
+from common.metrics import Metrics
 from common.runtime import make_bus, make_store, run_service
 from common.settings import Settings
 from dedup.service import DedupStage
@@ -12,11 +13,12 @@ async def run(settings: Settings) -> None:
     bus = make_bus(settings)
     store = make_store(settings)
     await store.open()
-    stage = DedupStage(settings, bus, store)
+    metrics = Metrics.create(roles=("dedup",))
+    stage = DedupStage(settings, bus, store, metrics=metrics)
 
     async def stop() -> None:
         await bus.stop()
         await store.close()
 
     await run_service("dedup", [bus.consume("dedup", (Topic.PARSED,), stage.handle)], stop,
-                      settings=settings)
+                      settings=settings, metrics=metrics)

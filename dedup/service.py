@@ -29,6 +29,7 @@ from common.messages import (
     Topic,
     UrlStatus,
 )
+from common.metrics import Metrics
 from common.ports import Bus, Delivery, StateStore
 from common.settings import Settings
 from common.simhash import block_keys, near_duplicate
@@ -37,13 +38,15 @@ log = logging.getLogger(__name__)
 
 
 class DedupStage:
-    def __init__(self, settings: Settings, bus: Bus, store: StateStore) -> None:
+    def __init__(self, settings: Settings, bus: Bus, store: StateStore, *,
+                 metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.store = store
         self.exact = 0
         self.near = 0
         self.unique = 0
+        self.metrics = metrics or Metrics.create(roles=(), process=False)
 
     async def handle(self, delivery: Delivery) -> None:
         page = delivery.message
@@ -54,6 +57,7 @@ class DedupStage:
         if page.duplicate_of is not None:
             reason = Reason.DUPLICATE
             self.exact += 1
+            self.metrics.dedup.exact_duplicates.inc()
         elif page.error is not None:
             reason = Reason.PARSE_ERROR
         elif page.simhash is not None and page.text_chars >= self.settings.dedup.min_text_chars:
@@ -66,10 +70,12 @@ class DedupStage:
                 near_of = match[0]
                 reason = Reason.NEAR_DUPLICATE
                 self.near += 1
+                self.metrics.dedup.near_duplicates.inc()
             else:
                 await self.store.add_simhash(keys, page.url, page.simhash)
         if reason is None:
             self.unique += 1
+            self.metrics.dedup.unique_pages.inc()
             if not page.nofollow:
                 await self._publish_links(page)
         if not page.noindex and page.error is None:

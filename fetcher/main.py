@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from common.archive import ArchiveWriter
 from common.messages import Topic
+from common.metrics import Metrics
 from common.runtime import make_blobs, make_bus, make_store, run_service, writer_id
 from common.settings import Settings
 from fetcher.http import HttpFetcher
@@ -22,7 +23,8 @@ async def run(settings: Settings) -> None:
     await store.open()
     await http.start()
     robots = RobotsCache(store, http, settings)
-    stage = FetcherStage(settings, bus, store, blobs, archive, http, robots)
+    metrics = Metrics.create(roles=("fetcher",))
+    stage = FetcherStage(settings, bus, store, blobs, archive, http, robots, metrics=metrics)
 
     async def stop() -> None:
         await bus.stop()
@@ -34,4 +36,4 @@ async def run(settings: Settings) -> None:
     await run_service("fetcher", [
         bus.consume("fetcher", (Topic.FETCH,), stage.handle,
                     concurrency=settings.fetcher.concurrency, on_assign=stage.on_assign),
-    ], stop, settings=settings)
+    ], stop, settings=settings, metrics=metrics)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from common.archive import ArchiveWriter, Written, content_hash, payload_digest, read_response
 from common.messages import FetchOutcome, FetchResult, FetchTask, Topic
+from common.metrics import Metrics
 from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.settings import Settings
 from fetcher.gate import HostGate
@@ -49,7 +50,8 @@ class FetcherCounters:
 
 class FetcherStage:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore,
-                 archive: ArchiveWriter, http: HttpFetcher, robots: RobotsCache) -> None:
+                 archive: ArchiveWriter, http: HttpFetcher, robots: RobotsCache, *,
+                 metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.store = store
@@ -58,6 +60,7 @@ class FetcherStage:
         self.http = http
         self.robots = robots
         self.gate = HostGate()
+        self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.counters = FetcherCounters()
 
     async def on_assign(self, partitions: frozenset[int]) -> None:
@@ -74,6 +77,8 @@ class FetcherStage:
             await self.gate.wait(task.host, delivery.partition, task.delay)
             t0 = time.time()  # DIAG
             result = await self.fetch(task)
+            self.metrics.fetcher.record_fetch(result.status or None, result.outcome,
+                                              nbytes=result.body_bytes, seconds=result.elapsed)
             log.info("DIAG fetch host=%s url=%s task=%s attempt=%d part=%s start=%.3f "
                      "end=%.3f fetched_at=%.3f robots=%s outcome=%s", task.host, task.url,
                      task.task_id, task.attempt, delivery.partition, t0, time.time(),
@@ -90,6 +95,8 @@ class FetcherStage:
             return FetchResult(task=task, outcome=FetchOutcome.UNSUPPORTED, error=str(exc))
         robots_fetched = decision.fetched
         if robots_fetched:
+            body = decision.response.body if decision.response is not None else b""
+            self.metrics.fetcher.record_robots(decision.basis, nbytes=len(body))
             self.gate.done(task.host, decision.fetched_at,
                            self._gap_after_robots(task, decision))
             self.counters.robots_fetches += 1

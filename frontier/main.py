@@ -4,6 +4,7 @@ the bus gives each the hosts of its partitions)."""
 from __future__ import annotations
 
 from common.messages import Topic
+from common.metrics import Metrics
 from common.runtime import make_bus, make_store, on_dump, run_service
 from common.settings import Settings
 from frontier.service import Frontier
@@ -13,7 +14,8 @@ async def run(settings: Settings) -> None:
     bus = make_bus(settings)
     store = make_store(settings)
     await store.open()
-    frontier = Frontier(settings, bus, store, embedded=False)
+    metrics = Metrics.create(roles=("frontier",))
+    frontier = Frontier(settings, bus, store, embedded=False, metrics=metrics)
     on_dump(frontier.describe)
 
     async def stop() -> None:
@@ -25,4 +27,4 @@ async def run(settings: Settings) -> None:
         bus.consume("frontier", (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS),
                     frontier.handle, on_assign=frontier.assign),
         frontier.run(),
-    ], stop, settings=settings)
+    ], stop, settings=settings, metrics=metrics)

@@ -42,6 +42,7 @@ from common.messages import (
     Topic,
     UrlStatus,
 )
+from common.metrics import Metrics
 from common.ports import Bus, Delivery, HostState, StateStore, UrlState
 from common.settings import Settings, parse_host_map
 from frontier.policy import (
@@ -95,7 +96,8 @@ class Frontier:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, *,
                  clock: Callable[[], float] = time.time,
                  embedded: bool = True,
-                 seen_capacity: int = 1_000_000) -> None:
+                 seen_capacity: int = 1_000_000,
+                 metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.store = store
@@ -110,6 +112,7 @@ class Frontier:
                                               "CRAWLER_POLITENESS_HOST_DELAY_OVERRIDES", float)
         self.seen = SeenFilter(capacity=seen_capacity, error_rate=0.01)
         self.counters = FrontierCounters()
+        self.metrics = (metrics or Metrics.create(roles=(), process=False)).frontier
         self.max_outstanding = max(1, settings.fetcher.concurrency * 2)
         self.paused = False
         self._slots: dict[str, HostSlot] = {}
@@ -243,6 +246,7 @@ class Frontier:
         now = self.clock()
         rows: list[UrlState] = []
         forward: dict[str, list[Link]] = {}
+        self.metrics.urls_discovered.inc(len(msg.links))
         for link in msg.links:
             try:
                 url = urls.canonicalize(link.url, tracking=self.tracking)
@@ -255,6 +259,7 @@ class Frontier:
                 continue
             if self.seen.add(url):
                 self.counters.seen_skipped += 1
+                self.metrics.seen_filter_skips.inc()
                 continue
             row = UrlState(host=host, url=url, depth=link.depth, priority=link.priority,
                            hops=link.hops, source=link.source, discovered_at=now)
@@ -273,11 +278,13 @@ class Frontier:
         for row in inserted:
             if row.status is UrlStatus.QUEUED:
                 self.counters.accepted += 1
+                self.metrics.urls_accepted.inc()
                 slot = await self._slot(row.host)
                 self._schedule(row.host, slot, max(slot.state.next_allowed_at,
                                                    row.next_fetch_at))
             elif row.reason is not None:
                 self.counters.rejected[row.reason.value] += 1
+                self.metrics.count_rejected(row.reason)
         for host, links in forward.items():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
 
@@ -315,6 +322,11 @@ class Frontier:
         await self.store.put_host(slot.state)
         if effect.row.status is UrlStatus.REJECTED and effect.row.reason is not None:
             self.counters.rejected[effect.row.reason.value] += 1
+            self.metrics.count_rejected(effect.row.reason)
+        if effect.retry:
+            self.metrics.count_retry(result.outcome)
+        if effect.dead:
+            self.metrics.dead_urls.inc()
         if effect.follow:
             by_host: dict[str, list[Link]] = {}
             for link in effect.follow:
@@ -379,8 +391,15 @@ class Frontier:
         """Dispatch due URLs until :meth:`stop`."""
         last_status = 0.0
         while not self._stopped:
-            if log.isEnabledFor(logging.INFO) and time.monotonic() - last_status > 10:
+            self.metrics.active_hosts.set(len(self._slots))
+            self.metrics.in_flight_urls.set(self._outstanding)
+            self.metrics.owned_partitions.set(0 if self._owned is None else len(self._owned))
+            if time.monotonic() - last_status > 10:
                 last_status = time.monotonic()
+                with contextlib.suppress(Exception):  # a gauge must not stop dispatching
+                    counts = await self.store.count_urls()
+                    self.metrics.queued_urls.set(
+                        sum(n for (st, _), n in counts.items() if st == UrlStatus.QUEUED))
                 log.info("frontier: owned %s, %d hosts in memory, %d timed, %d ready, "
                          "%d outstanding, %d dispatched, %d stale results",
                          "all" if self._owned is None else sorted(self._owned),
@@ -506,6 +525,7 @@ class Frontier:
                 r.reason = reason
             await self.store.put_urls(rows)
             self.counters.rejected[reason.value] += len(rows)
+            self.metrics.count_rejected(reason, len(rows))
         del self._slots[host]
 
     def describe(self) -> str:

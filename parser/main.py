@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from common.archive import ArchiveWriter
 from common.messages import Topic
+from common.metrics import Metrics
 from common.runtime import make_blobs, make_bus, run_service, writer_id
 from common.settings import Settings
 from parser.service import ParserStage
@@ -15,7 +16,8 @@ async def run(settings: Settings) -> None:
     blobs = make_blobs(settings, writer)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")
-    stage = ParserStage(settings, bus, blobs, archive)
+    metrics = Metrics.create(roles=("parser",))
+    stage = ParserStage(settings, bus, blobs, archive, metrics=metrics)
 
     async def stop() -> None:
         await bus.stop()
@@ -24,4 +26,4 @@ async def run(settings: Settings) -> None:
 
     await run_service("parser", [
         bus.consume("parser", (Topic.FETCHED,), stage.handle, concurrency=2),
-    ], stop, settings=settings)
+    ], stop, settings=settings, metrics=metrics)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 
 import msgspec
@@ -20,6 +21,7 @@ import msgspec
 from common import urls
 from common.archive import ArchiveWriter, read_response
 from common.messages import FetchOutcome, FetchResult, ParsedPage, RecordPointer, Topic
+from common.metrics import Metrics
 from common.ports import BlobStore, Bus, Delivery
 from common.settings import Settings
 from common.simhash import simhash64
@@ -67,12 +69,13 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
 
 class ParserStage:
     def __init__(self, settings: Settings, bus: Bus, blobs: BlobStore,
-                 archive: ArchiveWriter) -> None:
+                 archive: ArchiveWriter, *, metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.blobs = blobs
         self.archive = archive
         self.tracking = urls.TrackingRules.from_settings(settings.urls)
+        self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.parsed = 0
         self.failed = 0
 
@@ -94,20 +97,28 @@ class ParserStage:
         if result.duplicate_of is not None:
             return msgspec.structs.replace(base, duplicate_of=result.duplicate_of)
         try:
+            started = time.perf_counter()
             stored = await asyncio.to_thread(read_response, self.blobs, record)
             content_type = _header(stored.headers, "content-type") or result.content_type
             x_robots = _header(stored.headers, "x-robots-tag") or result.x_robots_tag
             found = await asyncio.to_thread(
                 analyse, stored.body, content_type, task.url, x_robots_tag=x_robots,
                 product_token=self.settings.crawl.user_agent_product, tracking=self.tracking)
+            elapsed = time.perf_counter() - started
             text_written = await asyncio.to_thread(
                 self.archive.write_text, url=task.url, text=found.text,
                 fetched_at=result.fetched_at, refers_to_record_id=stored.record_id)
         except Exception as exc:  # a hostile page must end as a recorded outcome
             self.failed += 1
+            self.metrics.parser.parse_failures.inc()
             log.warning("parse failed for %s: %s", task.url, exc)
             return msgspec.structs.replace(base, error=f"{type(exc).__name__}: {exc}")
         self.parsed += 1
+        pm = self.metrics.parser
+        pm.pages_parsed.inc()
+        pm.parse_duration.observe(elapsed)
+        pm.links_extracted.inc(len(found.links))
+        pm.text_bytes.inc(len(found.text.encode()))
         return msgspec.structs.replace(
             base, simhash=simhash64(found.text) if found.text.strip() else None,
             text_chars=len(found.text), title=found.title,
