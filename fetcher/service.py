@@ -65,7 +65,6 @@ class FetcherStage:
 
     async def on_assign(self, partitions: frozenset[int]) -> None:
         """Cluster mode: partitions taken over from another fetcher start with a rest."""
-        log.info("DIAG fetcher assigned %s at %.3f", sorted(partitions), time.time())
         self.gate.took_over(partitions)
 
     async def handle(self, delivery: Delivery) -> None:
@@ -75,14 +74,9 @@ class FetcherStage:
         self.counters.tasks += 1
         async with self.gate.hold(task.host):
             await self.gate.wait(task.host, delivery.partition, task.delay)
-            t0 = time.time()  # DIAG
             result = await self.fetch(task)
             self.metrics.fetcher.record_fetch(result.status or None, result.outcome,
                                               nbytes=result.body_bytes, seconds=result.elapsed)
-            log.info("DIAG fetch host=%s url=%s task=%s attempt=%d part=%s start=%.3f "
-                     "end=%.3f fetched_at=%.3f robots=%s outcome=%s", task.host, task.url,
-                     task.task_id, task.attempt, delivery.partition, t0, time.time(),
-                     result.fetched_at, result.robots_fetched, result.outcome.value)
             if result.robots_fetched or result.outcome not in NO_REQUEST:
                 self.gate.done(task.host, result.fetched_at or time.time(),
                                max(task.delay, result.robots_crawl_delay or 0.0))

@@ -301,9 +301,6 @@ class Frontier:
             # a repeated delivery, or a task an earlier owner handed out: the URL's row
             # has moved on, but a request that reached the host still counts for its rest
             self.counters.stale_results += 1
-            log.info("DIAG stale host=%s task=%s fetched_at=%.3f row=%s",  # DIAG
-                     task.host, task.task_id, result.fetched_at,  # DIAG
-                     None if row is None else (row.status.value, row.attempts))  # DIAG
             if result.fetched_at and (result.robots_fetched
                                       or result.outcome not in NO_REQUEST_OUTCOMES):
                 slot = slot or await self._slot(task.host)
@@ -502,9 +499,6 @@ class Frontier:
                          delay=delay,
                          issued_at=now)
         await self.bus.publish(Topic.FETCH, host, task)
-        log.info("DIAG dispatch host=%s url=%s task=%s attempt=%d now=%.3f next=%.3f "  # DIAG
-                 "lease=%.3f", host, row.url, task_id, row.attempts, now,  # DIAG
-                 state.next_allowed_at, state.lease_until)  # DIAG
         if slot.in_flight < self.settings.politeness.max_in_flight_per_host:
             self._schedule(host, slot, now)
 
