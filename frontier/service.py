@@ -24,7 +24,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -60,6 +60,7 @@ from frontier.seen import SeenFilter
 log = logging.getLogger(__name__)
 
 HEAD_SIZE = 8
+EARLY_VERDICTS = 10_000  # verdicts kept for rows whose fetch result has not arrived
 
 
 @dataclass(slots=True)
@@ -116,6 +117,7 @@ class Frontier:
         self.max_outstanding = max(1, settings.fetcher.concurrency * 2)
         self.paused = False
         self._slots: dict[str, HostSlot] = {}
+        self._early: OrderedDict[tuple[str, str], StatusUpdate] = OrderedDict()
         self._timer: list[tuple[float, int, str]] = []
         self._ready: list[tuple[int, int, str]] = []
         self._seq = itertools.count()
@@ -315,6 +317,10 @@ class Frontier:
         slot = slot or await self._slot(task.host)
         effect = apply_result(result, row, slot.state, self.settings, now, self.delay_overrides)
         await self.store.put_url(effect.row)
+        early = self._early.pop((task.host, task.url), None)
+        if (early is not None and effect.row.status is UrlStatus.FETCHED
+                and early.content_hash == effect.row.content_hash):
+            await self._apply_verdict(effect.row, early)
         slot.state = effect.host
         await self.store.put_host(slot.state)
         if effect.row.status is UrlStatus.REJECTED and effect.row.reason is not None:
@@ -340,10 +346,21 @@ class Frontier:
 
     async def _on_status(self, msg: StatusUpdate) -> None:
         row = await self.store.get_url(msg.host, msg.url)
-        if row is None or row.status is not UrlStatus.FETCHED:
-            # only a stored page awaits a verdict; a row queued or in flight again (its
-            # earlier fetch was taken for lost) gets one when its new fetch is parsed
+        if row is not None and row.status is UrlStatus.IN_FLIGHT:
+            # The verdict can overtake its own fetch result (different topics, and a new
+            # owner may be working through a backlog of results): keep it until the
+            # result makes the row FETCHED, then apply it if it is about the same body.
+            self._early[(msg.host, msg.url)] = msg
+            while len(self._early) > EARLY_VERDICTS:
+                self._early.popitem(last=False)
             return
+        if row is None or row.status is not UrlStatus.FETCHED:
+            # only a stored page awaits a verdict; a queued row gets one when its next
+            # fetch is parsed
+            return
+        await self._apply_verdict(row, msg)
+
+    async def _apply_verdict(self, row: UrlState, msg: StatusUpdate) -> None:
         row.status = msg.status
         row.reason = msg.reason
         if msg.duplicate_of is not None:

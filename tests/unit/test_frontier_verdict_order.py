@@ -1,0 +1,58 @@
+"""A dedup verdict that overtakes its own fetch result is applied when the result lands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from common.adapters.memory_bus import MemoryBus
+from common.adapters.sqlite_store import SqliteStateStore
+from common.messages import (
+    FetchOutcome,
+    FetchResult,
+    FetchTask,
+    Reason,
+    StatusUpdate,
+    Topic,
+    UrlStatus,
+)
+from common.ports import Delivery, UrlState
+from common.settings import Settings
+from frontier.service import Frontier
+
+URL = "http://a.test/p"
+
+
+async def _run(tmp_path: Path, verdict_hash: str) -> UrlState | None:
+    store = SqliteStateStore(tmp_path / "state.sqlite")
+    await store.open()
+    try:
+        frontier = Frontier(Settings(), MemoryBus(), store)
+        await store.add_urls([UrlState(host="a.test", url=URL)])
+        row = await store.get_url("a.test", URL)
+        assert row is not None
+        row.status, row.attempts = UrlStatus.IN_FLIGHT, 1
+        await store.put_url(row)
+        verdict = StatusUpdate(url=URL, host="a.test", status=UrlStatus.DONE,
+                               reason=Reason.DUPLICATE, duplicate_of="http://a.test/q",
+                               content_hash=verdict_hash)
+        await frontier.handle(Delivery(topic=Topic.STATUS, key="a.test", message=verdict))
+        task = FetchTask(task_id="t", url=URL, host="a.test", attempt=1)
+        result = FetchResult(task=task, outcome=FetchOutcome.OK, status=200,
+                             fetched_at=1.0, content_hash="sha256:aa")
+        await frontier.handle(Delivery(topic=Topic.FETCHED, key="a.test", message=result))
+        return await store.get_url("a.test", URL)
+    finally:
+        await store.close()
+
+
+async def test_early_verdict_closes_the_url(tmp_path: Path) -> None:
+    row = await _run(tmp_path, "sha256:aa")
+    assert row is not None
+    assert row.status is UrlStatus.DONE and row.reason is Reason.DUPLICATE
+    assert row.duplicate_of == "http://a.test/q"
+
+
+async def test_early_verdict_about_another_body_is_not_applied(tmp_path: Path) -> None:
+    row = await _run(tmp_path, "sha256:bb")
+    assert row is not None
+    assert row.status is UrlStatus.FETCHED  # waits for the verdict on this body
