@@ -1,0 +1,171 @@
+"""One cluster-mode crawl: ``python -m bench.cluster_child CONFIG.json``.
+
+Starts one process per service (``python -m frontier``, ``fetcher``, ``parser``,
+``dedup``) on the local Kafka and Cassandra with a topic prefix and keyspace of its
+own, seeds the crawl (``crawler seed``), waits until nothing is queued, in flight or
+awaiting parse (read from Cassandra, several polls in a row), stops the services with
+SIGTERM and waits for each. It writes ``report.json`` into ``meta_dir``: CPU
+and peak memory of every service process (from ``wait4``), and its own CPU, which
+the benchmark leaves out. Finally the keyspace and topics of the run are dropped.
+
+Settings come from the CRAWLER_* environment (the same as the embedded runs) plus the
+config's ``env`` (backends, topics, keyspace).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from common.settings import Settings
+from frontier.stats import collect
+
+SERVICES = ("frontier", "fetcher", "parser", "dedup")
+
+
+async def _stats(settings: Settings) -> Any:
+    from common.runtime import make_store
+
+    store = make_store(settings)
+    await store.open()
+    try:
+        return await collect(store)
+    finally:
+        await store.close()
+
+
+def exited(procs: dict[str, subprocess.Popen[bytes]]) -> str | None:
+    """The name of a service that ended, looking without reaping it (WNOWAIT), so
+    ``wait4`` can still collect its resource usage."""
+    for name, proc in procs.items():
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        if info is not None and info.si_pid == proc.pid:
+            return name
+    return None
+
+
+async def wait_done(settings: Settings, procs: dict[str, subprocess.Popen[bytes]],
+                    limit: float, quiet_polls: int = 3, poll: float = 1.0) -> Any:
+    deadline = time.monotonic() + limit
+    quiet = 0
+    stats = None
+    while time.monotonic() < deadline:
+        await asyncio.sleep(poll)
+        gone = exited(procs)
+        if gone:
+            raise RuntimeError(f"service {gone} exited")
+        stats = await _stats(settings)
+        idle = (stats.known_urls > 0 and stats.queued == 0 and stats.in_flight == 0
+                and stats.awaiting_parse == 0)
+        quiet = quiet + 1 if idle else 0
+        if quiet >= quiet_polls:
+            return stats
+    raise TimeoutError(f"the cluster crawl did not finish in {limit:.0f} s: {stats}")
+
+
+def cleanup(settings: Settings) -> list[str]:
+    notes = []
+    try:
+        from cassandra.cluster import Cluster
+
+        cc = Cluster(list(settings.store.cassandra_hosts), port=settings.store.cassandra_port)
+        session = cc.connect()
+        session.execute(f"DROP KEYSPACE IF EXISTS {settings.store.keyspace}", timeout=120)
+        cc.shutdown()
+    except Exception as exc:
+        notes.append(f"keyspace not dropped: {exc}")
+    try:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": settings.bus.kafka_bootstrap})
+        prefix = settings.bus.topic_prefix + "."
+        topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+        if topics:
+            for fut in admin.delete_topics(topics).values():
+                fut.result(timeout=60)
+    except Exception as exc:
+        notes.append(f"topics not deleted: {exc}")
+    return notes
+
+
+def main(argv: list[str]) -> int:
+    cfg = json.loads(Path(argv[0]).read_text())
+    meta = Path(cfg["meta_dir"])
+    logs = meta / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **cfg["env"]}
+    settings = Settings.from_env({k: v for k, v in env.items() if k.startswith("CRAWLER_")})
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    usage: dict[str, dict[str, float]] = {}
+    report: dict[str, Any] = {"services": usage}
+    files = []
+
+    def reap(name: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+                if pid == proc.pid:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    pid, status, ru = os.wait4(proc.pid, 0)
+                    break
+                time.sleep(0.05)
+        except ChildProcessError:  # already collected elsewhere: no usage to report
+            usage[name] = {"cpu_user": 0.0, "cpu_system": 0.0, "max_rss_bytes": 0,
+                           "exit_code": proc.returncode if proc.returncode is not None
+                           else -1}
+            return
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        usage[name] = {"cpu_user": ru.ru_utime, "cpu_system": ru.ru_stime,
+                       "max_rss_bytes": ru.ru_maxrss * 1024,
+                       "exit_code": proc.returncode}
+
+    code = 0
+    try:
+        for name in SERVICES:
+            f = (logs / f"{name}.log").open("wb")
+            files.append(f)
+            procs[name] = subprocess.Popen([sys.executable, "-m", name], env=env, stdout=f,
+                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        seeds = [s for s in Path(cfg["seeds_file"]).read_text().splitlines() if s.strip()]
+        started = time.monotonic()
+        seed = subprocess.Popen([sys.executable, "-m", "crawler.cli", "seed", *seeds], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        reap("seed", seed, 300)
+        stats = asyncio.run(wait_done(settings, procs, float(cfg.get("timeout", 3600))))
+        report["crawl_seconds"] = time.monotonic() - started
+        report["stats"] = {"fetched": stats.fetched, "known_urls": stats.known_urls,
+                           "exact_duplicates": stats.exact_duplicates,
+                           "robots_blocked": stats.robots_blocked}
+    except Exception as exc:
+        report["error"] = str(exc)
+        code = 1
+    finally:
+        for name, proc in procs.items():
+            # os.kill, not Popen.send_signal: that polls, and polling reaps the
+            # process before wait4 can collect its resource usage
+            if name not in usage and exited({name: proc}) is None:
+                os.kill(proc.pid, signal.SIGTERM)
+        for name, proc in procs.items():
+            reap(name, proc, 60)
+        for f in files:
+            f.close()
+        report["cleanup"] = cleanup(settings)
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        report["supervisor"] = {"cpu_user": me.ru_utime, "cpu_system": me.ru_stime}
+        (meta / "report.json").write_text(json.dumps(report))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

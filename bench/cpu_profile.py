@@ -1,0 +1,171 @@
+"""Where the embedded crawler's CPU goes: py-spy samples folded into stages.
+
+py-spy samples every thread of the crawl (the event loop, the SQLite store's worker
+thread, the DNS resolver's thread) from outside the process, so the profile includes
+work done off the event loop and costs the crawl little. Samples whose innermost frame
+is a thread waiting for work (the executor's queue, the selector, a sleep) are idle
+and left out; the rest are CPU.
+
+Each CPU sample is charged twice:
+
+- to a *component*: walking from the innermost frame outwards, the first frame whose
+  file belongs to a known component (SQLite store, WARC writing, URL parsing, SimHash,
+  HTML parsing, HTTP client, in-process bus, ...) takes it, so library work is charged
+  to the part of the crawler that asked for it only when no closer component matches;
+- to a *stage*: the outermost frame in a stage package (frontier, fetcher, parser,
+  dedup, the embedded sinks) takes it; the store thread's samples are their own stage.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?):(?P<line>\d+)\)$")
+
+IDLE_LEAVES = (
+    ("concurrent/futures/thread.py", "_worker"),
+    ("selectors.py", "select"),
+    ("threading.py", "wait"),
+    ("pycares/__init__.py", "_run_safe_shutdown_loop"),
+    ("queue.py", "get"),
+)
+
+# (component, path fragments); the first match walking outwards from the leaf wins.
+COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("thread hand-off (worker results waking the event loop, executor queues)",
+     ("_write_to_self", "_read_from_self", "call_soon_threadsafe", "_chain_future",
+      "_call_set_state", "_copy_future_state", "concurrent/futures", "threading.py")),
+    ("state store (SQLite)", ("common/adapters/sqlite_store.py", "sqlite3/")),
+    ("WARC writing (common.archive, warcio, blob files)",
+     ("common/archive.py", "warcio/", "common/adapters/local_blobs.py", "gzip.py", "zlib")),
+    ("URL parsing and canonical form (common.urls, ada-url)",
+     ("common/urls.py", "ada_url/", "urllib/parse.py", "yarl/")),
+    ("SimHash (common.simhash, simhash, numpy)",
+     ("common/simhash.py", "simhash/", "numpy/")),
+    ("HTML parsing, links, text (parser, selectolax, resiliparse)",
+     ("parser/", "selectolax", "resiliparse", "charset_normalizer/")),
+    ("robots.txt (common.robots, protego)",
+     ("common/robots.py", "protego", "fetcher/robots_cache.py")),
+    ("HTTP client (aiohttp, DNS, SSRF guard)",
+     ("aiohttp/", "multidict/", "pycares/", "aiodns/", "fetcher/dns.py", "fetcher/ssrf.py",
+      "fetcher/http.py", "ipaddress.py", "socket.py")),
+    ("seen filter (frontier.seen, rbloom)", ("frontier/seen.py", "rbloom")),
+    ("frontier (policy, queues, timers)", ("frontier/",)),
+    ("dedup", ("dedup/",)),
+    ("fetcher stage", ("fetcher/",)),
+    ("in-process bus and messages (memory_bus, msgspec)",
+     ("common/adapters/memory_bus.py", "common/messages.py", "msgspec")),
+    ("embedded wiring and page records", ("crawler/",)),
+    ("event loop (asyncio, selectors)", ("asyncio/", "selectors.py", "contextlib.py")),
+    ("start-up (imports)", ("<frozen importlib", "importlib/")),
+)
+
+STAGES: tuple[tuple[str, str], ...] = (
+    ("frontier", "frontier/"),
+    ("fetcher", "fetcher/"),
+    ("parser", "parser/"),
+    ("dedup", "dedup/"),
+    ("page and dead-letter sinks", "crawler/"),
+)
+
+
+def _frames(stack: str) -> list[tuple[str, str]]:
+    out = []
+    for frame in stack.split(";"):
+        m = _FRAME.match(frame)
+        if m:
+            out.append((m.group("func"), m.group("file")))
+        else:
+            out.append((frame, ""))
+    return out
+
+
+def _idle(frames: list[tuple[str, str]]) -> bool:
+    if not frames:
+        return True
+    func, file = frames[-1]
+    return any(file.endswith(f) and func.endswith(fn) for f, fn in IDLE_LEAVES)
+
+
+def _thread(frames: list[tuple[str, str]]) -> str:
+    files = " ".join(f for _, f in frames)
+    if "sqlite_store.py" in files:
+        return "SQLite store thread"
+    if any("pycares" in f for f in files.split()):
+        return "DNS resolver thread"
+    if frames and "threading.py" in frames[0][1]:
+        return "worker threads (asyncio.to_thread: parsing, WARC writing)"
+    return "event loop thread"
+
+
+def _component(frames: list[tuple[str, str]]) -> str:
+    for func, file in reversed(frames):
+        probe = f"{file} {func}"
+        for name, parts in COMPONENTS:
+            if any(p in probe for p in parts):
+                return name
+    return "other"
+
+
+def _stage(frames: list[tuple[str, str]], thread: str) -> str:
+    if thread == "SQLite store thread":
+        return "state store (SQLite thread)"
+    for func, file in frames:
+        if "site-packages" in file:
+            continue
+        for name, part in STAGES:
+            if f"/{part}" in f"/{file}":
+                if part == "crawler/" and not func.startswith("EmbeddedCrawler._sink"):
+                    continue
+                return name
+    return "event loop, bus and other"
+
+
+def summarize(raw: str, rate: int) -> dict[str, Any]:
+    """Fold py-spy's raw (collapsed) output into components, stages and hot functions."""
+    total = 0
+    idle = 0
+    components: Counter[str] = Counter()
+    stages: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    for line in raw.splitlines():
+        stack, _, count = line.rstrip().rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = _frames(stack)
+        total += n
+        if _idle(frames):
+            idle += n
+            continue
+        thread = _thread(frames)
+        threads[thread] += n
+        components[_component(frames)] += n
+        stages[_stage(frames, thread)] += n
+        func, file = frames[-1]
+        leaves[f"{func} ({_short(file)})"] += n
+    busy = total - idle
+
+    def table(c: Counter[str]) -> list[dict[str, Any]]:
+        return [{"name": k, "samples": v, "cpu_seconds": v / rate,
+                 "share": v / busy if busy else 0.0} for k, v in c.most_common()]
+
+    return {"rate_hz": rate, "samples": total, "idle_samples": idle, "cpu_samples": busy,
+            "cpu_seconds": busy / rate, "threads": table(threads),
+            "components": table(components), "stages": table(stages),
+            "hot_functions": table(Counter(dict(leaves.most_common(20))))}
+
+
+def _short(file: str) -> str:
+    for marker in ("site-packages/", "lib/python3.11/"):
+        if marker in file:
+            return file.split(marker, 1)[1]
+    return file
+
+
+def summarize_file(path: Path, rate: int) -> dict[str, Any]:
+    return summarize(path.read_text(errors="replace"), rate)

@@ -1,0 +1,457 @@
+"""The markdown report (docs/benchmarks.md) from a results dictionary.
+
+Everything printed is computed from the results file, so the report and
+bench/results/<preset>.json always agree; the prose around the tables is fixed text
+that explains how each figure was measured.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MiB = 2**20
+
+
+def _f(x: float | None, digits: int = 1) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:,.{digits}f}"
+
+
+def _spread(s: dict[str, Any] | None, key: str, scale: float = 1.0, digits: int = 1) -> str:
+    if not s or not s.get(key):
+        return "–"
+    v = s[key]
+    med, lo, hi = v["median"] / scale, v["min"] / scale, v["max"] / scale
+    if lo == hi:
+        return _f(med, digits)
+    return f"{_f(med, digits)} ({_f(lo, digits)}–{_f(hi, digits)})"
+
+
+def _median(s: dict[str, Any] | None, key: str) -> float | None:
+    if not s or not s.get(key):
+        return None
+    return float(s[key]["median"])
+
+
+def ratios(results: dict[str, Any]) -> dict[str, float | None]:
+    summary = results.get("summary") or {}
+    emb = summary.get("embedded")
+    scr = summary.get("scrapy")
+    clu = summary.get("cluster")
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return a / b if a is not None and b else None
+
+    out: dict[str, float | None] = {
+        "embedded_vs_scrapy_pages_per_second": ratio(_median(emb, "pages_per_second"),
+                                                     _median(scr, "pages_per_second")),
+        "embedded_vs_scrapy_cpu_per_page": ratio(_median(emb, "cpu_seconds_per_1000_pages"),
+                                                 _median(scr, "cpu_seconds_per_1000_pages")),
+        "cluster_vs_scrapy_pages_per_second": ratio(_median(clu, "pages_per_second"),
+                                                    _median(scr, "pages_per_second")),
+    }
+    scaling = [r for r in results.get("scaling") or [] if "error" not in r]
+    if len(scaling) >= 2:
+        first, last = scaling[0], scaling[-1]
+        out["time_per_page_largest_vs_smallest"] = ratio(last["ms_per_page"],
+                                                         first["ms_per_page"])
+        out["cpu_per_page_largest_vs_smallest"] = ratio(last["cpu_ms_per_page"],
+                                                        first["cpu_ms_per_page"])
+        before = scaling[-2]
+        slope = marginal(before, last)
+        if slope is not None:
+            out["bytes_per_known_url"], out["bytes_per_known_url_beyond_seen_filter"] = slope
+    return out
+
+
+def marginal(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float] | None:
+    """Resident bytes per URL added from size ``a`` to size ``b``: in all, and beyond
+    the seen filter's bits (counted as fully resident)."""
+    dn = b["known_filler"] - a["known_filler"]
+    if dn <= 0:
+        return None
+    drss = b["rss_seeded_bytes"] - a["rss_seeded_bytes"]
+    dseen = (b["seen_filter_bits"] - a["seen_filter_bits"]) / 8
+    return drss / dn, (drss - dseen) / dn
+
+
+def headline(results: dict[str, Any]) -> list[str]:
+    r = ratios(results)
+    lines = []
+
+    def x(v: float | None) -> str:
+        return "–" if v is None else f"{v:.2f}x"
+
+    lines.append(f"embedded / Scrapy pages per second: "
+                 f"{x(r['embedded_vs_scrapy_pages_per_second'])} (goal >= 3x)")
+    lines.append(f"embedded / Scrapy CPU per page: "
+                 f"{x(r['embedded_vs_scrapy_cpu_per_page'])} (goal < 1x)")
+    cluster = results.get("cluster") or {}
+    if r["cluster_vs_scrapy_pages_per_second"] is not None:
+        lines.append(f"cluster / Scrapy pages per second: "
+                     f"{x(r['cluster_vs_scrapy_pages_per_second'])} (goal >= 1x)")
+    elif cluster and not cluster.get("available"):
+        lines.append(f"cluster mode: not run ({cluster.get('reason')})")
+    if r.get("time_per_page_largest_vs_smallest") is not None:
+        sizes = [row["known_filler"] for row in results.get("scaling") or []
+                 if "error" not in row]
+        lines.append(f"time per page at {sizes[-1]:,} / {sizes[0]:,} known URLs: "
+                     f"{x(r['time_per_page_largest_vs_smallest'])} wall, "
+                     f"{x(r['cpu_per_page_largest_vs_smallest'])} CPU (goal: flat)")
+    if r.get("bytes_per_known_url_beyond_seen_filter") is not None:
+        sizes = [row["known_filler"] for row in results.get("scaling") or []
+                 if "error" not in row]
+        lines.append(f"memory per known URL beyond the seen filter ({sizes[-2]:,} to "
+                     f"{sizes[-1]:,} known URLs): "
+                     f"{r['bytes_per_known_url_beyond_seen_filter']:.1f} bytes (goal < 16)")
+    return lines
+
+
+def _goal_rows(results: dict[str, Any]) -> list[str]:
+    r = ratios(results)
+    rows = ["| goal | measured | met |", "|---|---|---|"]
+
+    def row(goal: str, value: float | None, fmt: str, ok: bool | None) -> None:
+        shown = "–" if value is None else fmt.format(value)
+        met = "–" if ok is None else ("yes" if ok else "**no**")
+        rows.append(f"| {goal} | {shown} | {met} |")
+
+    v = r["embedded_vs_scrapy_pages_per_second"]
+    row("embedded mode: at least 3x Scrapy's pages per second", v, "{:.2f}x",
+        None if v is None else v >= 3)
+    v = r["embedded_vs_scrapy_cpu_per_page"]
+    row("embedded mode: less CPU per page than Scrapy", v, "{:.2f}x Scrapy's",
+        None if v is None else v < 1)
+    v = r["cluster_vs_scrapy_pages_per_second"]
+    row("cluster mode: at least Scrapy's pages per second", v, "{:.2f}x",
+        None if v is None else v >= 1)
+    v = r.get("time_per_page_largest_vs_smallest")
+    c = r.get("cpu_per_page_largest_vs_smallest")
+    row("time per page flat from the smallest to the largest known-URL count "
+        "(within 15%)", v, "{:.2f}x wall" + (f", {c:.2f}x CPU" if c is not None else ""),
+        None if v is None or c is None else max(v, c) <= 1.15)
+    v = r.get("bytes_per_known_url_beyond_seen_filter")
+    row("crawler memory per known URL under 16 bytes beyond the seen filter (between "
+        "the two largest sizes)", v,
+        "{:.1f} bytes", None if v is None else v < 16)
+    return rows
+
+
+def render(results: dict[str, Any], *, results_file: str) -> str:
+    cfg = results.get("config", {})
+    machine = results.get("machine", {})
+    web = results.get("web", {})
+    out: list[str] = []
+    w = out.append
+
+    w("# Benchmarks\n")
+    w("How fast the crawler crawls, what each page costs and how the cost grows, next to "
+      "Scrapy on the same machine in the same run. Everything below is written by "
+      "`bench/run` (see [Running it](#running-it)); the raw numbers of every run are in "
+      f"[`{results_file}`](../{results_file}).\n")
+    w(f"Preset **{results.get('preset')}**, run on {results.get('date')}, "
+      f"{_f(results.get('wall_seconds', 0) / 60, 0)} minutes in all.\n")
+
+    w("## Headline\n")
+    for line in headline(results):
+        w(f"- {line}")
+    w("")
+    w("## Goals\n")
+    w("The goals the report is read against (not CI assertions):\n")
+    out.extend(_goal_rows(results))
+    w("")
+
+    # ---- machine
+    w("## Machine\n")
+    v = machine.get("versions", {})
+    w("| | |\n|---|---|")
+    w(f"| CPU | {machine.get('cpu', '?')}, {machine.get('cores')} cores |")
+    w(f"| memory | {machine.get('memory_gib')} GiB |")
+    w(f"| system | {machine.get('os', '?')}, Linux {machine.get('kernel')} |")
+    w(f"| Python | {machine.get('python')} |")
+    w(f"| nginx | {v.get('nginx', '–')} (distribution package) |")
+    w(f"| Scrapy | {v.get('scrapy', '–')} (pip, own virtual environment) |")
+    w(f"| py-spy | {v.get('py-spy', '–')} |")
+    w(f"| crawler commit | {v.get('crawler_commit', '–')} (plus the working tree) |")
+    w(f"| load average at start | {' '.join(machine.get('loadavg_at_start', []))} |")
+    others = machine.get("other_servers_running") or []
+    w(f"| other servers running | {', '.join(others) if others else 'none'} |")
+    w("")
+    w("Every figure comes from one machine: the web server, the DNS responder and the "
+      "crawler share its cores. The load average before each run is in the results file; "
+      "a busy machine slows every tool, which is why the tools alternate and each runs "
+      "several times.\n")
+
+    # ---- web
+    w("## The web\n")
+    spec = web.get("spec", {})
+    w(f"A generated web (`simweb.scenarios.generated`) written as static files and served "
+      f"by nginx: **{spec.get('hosts'):,} hosts x {spec.get('pages_per_host')} pages**, "
+      f"{spec.get('links_per_page')} links per page (about 15% to other hosts, a few "
+      f"repeated with `?utm_source=x`), {spec.get('words')} words of text per page, and the "
+      f"inline style sheet and script a real page carries (no extra links or text), "
+      f"{_f(web.get('mean_page_bytes', 0) / 1024, 1)} KiB per page on average. About 5% of "
+      f"the pages are byte-identical copies of others ({web.get('duplicates'):,} "
+      f"duplicates), and every host has a robots.txt that disallows `/private/`, which "
+      f"every home page links ({web.get('robots_blocked'):,} URLs a polite crawler "
+      f"leaves alone). A correct crawl fetches **{web.get('expected_fetches'):,} pages** "
+      f"(computed by `simweb.expected.expected_crawl` from the scenario itself) plus "
+      f"one robots.txt per host.\n")
+    w("Names resolve through the simulated web's DNS responder on loopback "
+      "(`bench/dnsd.py`), for every crawler.\n")
+
+    # ---- settings
+    w("## Equal settings\n")
+    w("| | this crawler | Scrapy |\n|---|---|---|")
+    w(f"| seeds | the {spec.get('hosts'):,} home pages | the same |")
+    w(f"| per-host delay | {cfg.get('delay')} s after each response "
+      f"(`CRAWLER_POLITENESS_DEFAULT_DELAY`) | `DOWNLOAD_DELAY` {cfg.get('delay')} s, "
+      "no jitter |")
+    w("| per host at once | 1 | `CONCURRENT_REQUESTS_PER_DOMAIN` 1 |")
+    w(f"| requests in flight | {cfg.get('concurrency')} (`CRAWLER_FETCHER_CONCURRENCY`) | "
+      f"`CONCURRENT_REQUESTS` {cfg.get('concurrency')} |")
+    w(f"| depth limit | {cfg.get('max_depth')} | `DEPTH_LIMIT` {cfg.get('max_depth')} |")
+    w("| order | breadth-first (priority, depth, discovery) | `DEPTH_PRIORITY` 1, FIFO queues, "
+      "downloader-aware priority queue (Scrapy's broad-crawl advice) |")
+    w("| robots.txt | obeyed (Protego rules) | `ROBOTSTXT_OBEY`, Protego |")
+    w("| links | every `a`/`area` of every page, tracking parameters dropped | "
+      "`LinkExtractor` on every page, the same parameters dropped |")
+    w("| output | WARC (request, response, metadata; gzip per record), CDXJ index, text as "
+      "WARC conversion records, page records, SQLite state | every page (url, status, "
+      "headers, body) as gzip-compressed JSON lines |")
+    w("| duplicates | exact (SHA-256) and near (SimHash) detected; links of duplicates not "
+      "followed | not detected |")
+    w("| durable state | yes (SQLite, resumable after a kill) | " +
+      ("yes (`JOBDIR`)" if cfg.get("scrapy_jobdir") else "no (no `JOBDIR`)") + " |")
+    w("")
+    w("So the crawler does more work per page than Scrapy here (WARC, text extraction, "
+      "SimHash, duplicate detection, durable state); the comparison is what a user gets "
+      "from each with the settings that make them crawl the same pages politely.\n")
+
+    # ---- ceiling
+    w("## The server alone\n")
+    ceiling = results.get("ceiling")
+    polite = results.get("politeness_ceiling_pages_per_second")
+    if ceiling:
+        w(f"wrk on loopback against nginx, cycling through {ceiling.get('targets'):,} "
+          f"page URLs over every host, {ceiling.get('connections')} connections, "
+          f"{_f(ceiling.get('seconds'), 0)} s (`{ceiling.get('command')}`):\n")
+        w("| | requests per second | MB/s | mean latency |\n|---|---|---|---|")
+        w(f"| nginx (1 worker) | **{_f(ceiling.get('requests_per_second'), 0)}** | "
+          f"{_f(ceiling.get('megabytes_per_second'), 0)} | "
+          f"{_f(ceiling.get('mean_latency_ms'), 2)} ms |")
+        w("")
+    else:
+        w("wrk was not available, so the server ceiling was not measured.\n")
+    if polite:
+        w(f"Politeness allows at most {spec.get('hosts'):,} hosts / {cfg.get('delay')} s = "
+          f"**{_f(polite, 0)} pages per second** (one request per host at a time, then "
+          "the delay). Both ceilings sit far above every crawl rate below, so the crawlers, "
+          "not the server or the delay, set the pace.\n")
+
+    # ---- comparison
+    summary = results.get("summary") or {}
+    if summary:
+        w("## Throughput and cost per page\n")
+        w(f"Median over the runs, with the spread (lowest–highest) in brackets; "
+          f"{cfg.get('runs')} runs per tool, alternating "
+          f"({', '.join(summary)} then the reverse order). Pages per second count every "
+          "page request the server saw (robots.txt not included) over the whole run, "
+          "start-up included. CPU is user + system time of the crawler's processes "
+          "(`wait4`), memory their peak resident set (`ru_maxrss`; the sum of the "
+          "service processes in cluster mode), bytes what they wrote to disk.\n")
+        w("| tool | pages/s | CPU s per 1,000 pages | peak memory MiB | bytes written MB "
+          "| pages | missing | extra | fetched twice | smallest same-host gap s |")
+        w("|---|---|---|---|---|---|---|---|---|---|")
+        names = {"embedded": "this crawler, embedded", "scrapy": "Scrapy",
+                 "cluster": "this crawler, cluster"}
+        for tool, s in summary.items():
+            failed = s.get("failed", 0)
+            label = names.get(tool, tool) + (f" ({s.get('completed')} of {s.get('runs')} runs "
+                                             "completed)" if failed else "")
+            if not s.get("completed"):
+                w(f"| {label} | every run failed (see below) | | | | | | | | |")
+                continue
+            w(f"| {label} | **{_spread(s, 'pages_per_second')}** | "
+              f"{_spread(s, 'cpu_seconds_per_1000_pages', digits=2)} | "
+              f"{_spread(s, 'max_rss_bytes', MiB, 0)} | "
+              f"{_spread(s, 'bytes_written', 1e6, 1)} | {_spread(s, 'pages', digits=0)} | "
+              f"{_spread(s, 'missing', digits=0)} | {_spread(s, 'extra', digits=0)} | "
+              f"{_spread(s, 'refetched', digits=0)} | "
+              f"{_spread(s, 'min_gap_seconds', digits=3)} |")
+        cluster = results.get("cluster")
+        if cluster and not cluster.get("available"):
+            w(f"| this crawler, cluster | not run: {cluster.get('reason')} | | | | | | | | |")
+        w("")
+        w("*Missing* and *extra* compare the URLs each tool fetched (from nginx's access "
+          "log) with the expected set; *fetched twice* counts repeated requests for one "
+          "URL. The smallest same-host gap is the shortest time, over all hosts, between "
+          "the end of one response and the start of the next request to the same host, "
+          "as nginx logged it (Scrapy counts its delay from the start of the previous "
+          "request, so its gap can be a little shorter than the delay).\n")
+        w("Every run:\n")
+        w("| tool | run | pages | seconds | pages/s | CPU s | peak MiB | bytes written MB | "
+          "missing | extra | server CPU s | load before | exit |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in results.get("runs", []):
+            w(f"| {r['tool']} | {r['run']} | {r['pages']:,} | {_f(r['wall_seconds'])} | "
+              f"{_f(r['pages_per_second'])} | {_f(r['cpu_seconds'])} | "
+              f"{_f(r['max_rss_bytes'] / MiB, 0)} | {_f(r['bytes_written'] / 1e6, 1)} | "
+              f"{r['missing']} | {r['extra']} | {_f(r['server_cpu_seconds'])} | "
+              f"{' '.join(str(x) for x in r.get('loadavg_before', [])[:1])} | "
+              f"{r['exit_code']}{' (timed out)' if r['timed_out'] else ''} |")
+        w("")
+        infra = [r for r in results.get("runs", []) if r.get("infra_cpu_seconds")]
+        if infra:
+            total = sum(r["infra_cpu_seconds"] for r in infra) / len(infra)
+            w(f"Cluster runs also used {_f(total)} CPU seconds of Kafka and Cassandra per "
+              "run on average (not included above; read from their processes, so it also "
+              "counts anything else those servers did meanwhile).\n")
+
+    # ---- scaling
+    scaling = [r for r in results.get("scaling") or [] if "error" not in r]
+    if scaling:
+        budget = scaling[0].get("budget")
+        w("## How the cost grows with known URLs\n")
+        w(f"The embedded crawler (`bench/scale_child.py`, one process) first gets N URLs "
+          f"it knows but will not fetch during the measurement: they go in as seeds "
+          f"through the frontier (seen filter, trap rules, url_state rows in SQLite) on "
+          f"{scaling[0].get('filler_hosts'):,} hosts whose politeness timers were set a "
+          f"year ahead, so they stay queued. Then it crawls the benchmark web until "
+          f"{budget:,} pages have been fetched. Time and CPU per page are over that crawl; "
+          "memory is the resident set after the N URLs are in (after a garbage "
+          "collection), against the resident set of the started crawler before.\n")
+        w("| known URLs | seeding URLs/s | ms per page | CPU ms per page | resident MiB "
+          "before / after seeding | bytes per URL added since the size above | of which "
+          "beyond the seen filter | seen-filter bits per known URL | peak MiB while "
+          "crawling |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        previous = None
+        for row in scaling:
+            n = row["known_filler"]
+            slope = marginal(previous, row) if previous is not None else None
+            w(f"| {n:,} | {_f(row['seeding_urls_per_second'], 0)} | "
+              f"{_f(row['ms_per_page'], 2)} | {_f(row['cpu_ms_per_page'], 2)} | "
+              f"{_f(row['rss_start_bytes'] / MiB, 1)} / "
+              f"{_f(row['rss_seeded_bytes'] / MiB, 1)} | "
+              f"{_f(slope[0], 1) if slope else '–'} | {_f(slope[1], 1) if slope else '–'} | "
+              f"{_f(row['seen_filter_bits'] / n, 1)} | "
+              f"{_f(row['rss_peak_crawl_bytes'] / MiB, 0)} |")
+            previous = row
+        w("")
+        w("Memory is read as the resident set, so fixed-size parts fill first: SQLite's "
+          "page cache (2 MiB by default), the pages of the seen filter's bit array (which "
+          "is allocated for 1,000,000 URLs at start and becomes resident as bits are set), "
+          "the allocator's arenas. The cost of one more known URL is therefore the "
+          "difference between sizes, and the goal is read on the last one (the two "
+          "largest sizes). The seen filter's bits are counted as fully resident in the "
+          "*beyond the seen filter* column.\n")
+        w("The seeding rate is the cost of discovering a new URL (canonical form, seen "
+          "filter, trap rules, one url_state row), measured through the in-process bus.\n")
+    errors = [r for r in results.get("scaling") or [] if "error" in r]
+    for row in errors:
+        w(f"Scaling at {row['known_filler']:,} known URLs failed: `{row['error'][-300:]}`\n")
+
+    # ---- seen filter
+    seen = results.get("seen_filter")
+    if seen:
+        w("## Seen filter\n")
+        w(f"`frontier.seen.SeenFilter` (rbloom underneath) at the 1% target. Formula: m = "
+          f"-n ln p / (ln 2)^2 = **{_f(seen['formula_bits_per_url'], 2)} bits per URL** "
+          f"planned, k = (m/n) ln 2 = {seen['formula_hashes']} hashes, and a rate of "
+          "(1 - e^(-kn'/m))^k with n' URLs held (for a staged filter the stages' rates "
+          "combine). Measured: n distinct URLs added, then URLs never added looked up; "
+          "*lost on insert* counts new URLs the filter called \"seen\" while they were "
+          "added (the frontier skips such a URL).\n")
+        w("| URLs | plan | stages | bits per URL | formula bits per URL | false positives "
+          "measured | formula | lost on insert | ns per insert |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        for row in seen["rows"]:
+            w(f"| {row['urls']:,} | {row['plan']} | {row['stages']} | "
+              f"{_f(row['bits_per_url'], 2)} | {_f(row['formula_bits_per_url'], 2)} | "
+              f"{100 * row['measured_fp_rate']:.3f}% | {100 * row['formula_fp_rate']:.3f}% | "
+              f"{100 * row['lost_on_insert_rate']:.3f}% | "
+              f"{_f(row['insert_ns_per_url'], 0)} |")
+        w("")
+        frontier_rows = [r for r in seen["rows"] if r["plan"].startswith("frontier")]
+        w("The frontier plans its filter for 1,000,000 URLs (`Frontier(seen_capacity=...)`"
+          ", 1%): below that it spends more bits per URL than the formula needs and has "
+          "far fewer false positives; past it, it adds stages twice as large at half the "
+          "rate each, and the stages' rates add up.")
+        if frontier_rows:
+            big = frontier_rows[-1]
+            target = seen["target"]
+            verdict = ("above" if big["measured_fp_rate"] > target * 1.05 else "within")
+            w(f" At {big['urls']:,} URLs it holds {big['stages']} stages, "
+              f"{_f(big['bits_per_url'], 1)} bits per URL, and its measured rate is "
+              f"{100 * big['measured_fp_rate']:.2f}% (formula "
+              f"{100 * big['formula_fp_rate']:.2f}%): **{verdict} the "
+              f"{100 * target:g}% target**.")
+            if verdict == "above":
+                w(" A scalable Bloom filter keeps the sum of its stages' rates under the "
+                  "target by starting below it: with a tightening ratio r the first stage "
+                  "needs p(1 - r) (0.5% for r = 1/2), not p.")
+        w("\n")
+
+    # ---- profile
+    prof = results.get("profile")
+    if prof and "components" in prof:
+        w("## Where the CPU goes (embedded crawl, profiled)\n")
+        w(f"py-spy sampled every thread of `crawler crawl` at {prof['rate_hz']} Hz over "
+          f"{prof['pages']:,} pages ({_f(prof['wall_seconds'])} s; "
+          f"{_f(prof['process_cpu_seconds'])} CPU seconds by the kernel's count, "
+          f"{_f(prof['cpu_seconds'])} s in CPU samples). Samples of threads waiting for "
+          "work are left out. Raw stacks: `" + prof.get("raw_file", "") + "` (not "
+          "committed).\n")
+        comps = prof["components"]
+        top = comps[:3]
+        if top:
+            share = sum(r["share"] for r in top)
+            names = ", ".join(f"{r['name'].split(' (')[0]} "
+                              f"({_f(1000 * r['cpu_seconds'] / max(1, prof['pages']), 2)} ms "
+                              "per page)" for r in top)
+            w(f"The three largest components take {100 * share:.0f}% of the CPU: {names}.\n")
+        w("By component (the innermost frame that belongs to a known part):\n")
+        w("| component | CPU s | share | ms per page |\n|---|---|---|---|")
+        pages = max(1, prof["pages"])
+        for row in prof["components"]:
+            w(f"| {row['name']} | {_f(row['cpu_seconds'])} | {100 * row['share']:.1f}% | "
+              f"{_f(1000 * row['cpu_seconds'] / pages, 2)} |")
+        w("")
+        w("By stage (the outermost stage frame; the SQLite store's worker thread on its "
+          "own):\n")
+        w("| stage | CPU s | share |\n|---|---|---|")
+        for row in prof["stages"]:
+            w(f"| {row['name']} | {_f(row['cpu_seconds'])} | {100 * row['share']:.1f}% |")
+        w("")
+        w("By thread:\n")
+        w("| thread | CPU s | share |\n|---|---|---|")
+        for row in prof["threads"]:
+            w(f"| {row['name']} | {_f(row['cpu_seconds'])} | {100 * row['share']:.1f}% |")
+        w("")
+        w("Hottest functions (self time):\n")
+        w("| function | CPU s | share |\n|---|---|---|")
+        for row in prof["hot_functions"][:15]:
+            w(f"| `{row['name']}` | {_f(row['cpu_seconds'])} | {100 * row['share']:.1f}% |")
+        w("")
+    elif prof and "error" in prof:
+        w("## Profile\n")
+        w(f"The profiler failed: `{prof['error'][-300:]}`\n")
+
+    # ---- running
+    w("## Running it\n")
+    w("```bash\nbench/run            # the default preset (about 15-20 minutes on 2 cores)\n"
+      "bench/run --quick    # smoke run, a few minutes; report in var/bench/report-quick.md\n"
+      "bench/run --full     # 1,000 hosts x 100 pages (the issue's full size; hours)\n"
+      "bench/run --help     # sizes, delay, concurrency, tools and steps\n```\n")
+    w(f"This report: `{results.get('command')}`. `bench/run` installs the project "
+      "(scripts/setup), nginx-light and wrk with apt-get when they are missing, Scrapy and "
+      "py-spy into virtual environments under var/bench/; it generates the web once "
+      "(kept in var/bench/web-*), runs nginx and the DNS responder on 127.0.0.1 as its "
+      "own children and stops them by PID at the end. Cluster mode uses the local Kafka "
+      "and Cassandra (`scripts/servers`), starting them when they do not answer and "
+      "stopping them afterwards if it started them. The raw numbers: "
+      f"`{results_file}`.\n")
+    return "\n".join(out) + "\n"

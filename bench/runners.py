@@ -1,0 +1,264 @@
+"""Running one crawl as a child process and measuring it.
+
+Every crawler runs as a child of the benchmark. Its CPU time and peak memory come from
+the kernel's resource usage for that child (``wait4``), its output size from the files
+it wrote, and what it fetched from the web server's access log, so every tool is
+measured the same way: pages per second over the whole run (start-up included), CPU
+seconds per 1,000 pages, peak resident memory, bytes written, and the fetched URL set
+against the expected one (missing, extra, fetched more than once). The access log also
+gives the politeness each tool kept: the smallest gap between the end of one response
+and the start of the next request to the same host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.servers import LogLine, Nginx, cpu_sample, cpu_seconds
+
+ROBOTS = "/robots.txt"
+
+
+@dataclass(slots=True)
+class Crawl:
+    """What one tool needs to crawl the benchmark web."""
+
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    out_dir: Path
+    cwd: Path
+    log_path: Path
+    timeout: float
+    report_file: Path | None = None
+    """Cluster mode: the supervisor's report of its services' CPU and memory, which
+    replaces the supervisor's own figures."""
+    infra_pids: Callable[[], list[int]] | None = None
+    """Processes outside the crawl whose CPU over the run is recorded beside it
+    (Kafka, Cassandra)."""
+
+
+@dataclass(slots=True)
+class RunResult:
+    tool: str
+    run: int
+    exit_code: int | None
+    timed_out: bool
+    wall_seconds: float
+    cpu_user_seconds: float
+    cpu_system_seconds: float
+    max_rss_bytes: int
+    bytes_written: int
+    pages: int
+    unique_pages: int
+    robots_requests: int
+    missing: int
+    extra: int
+    refetched: int
+    statuses: dict[str, int]
+    min_gap_seconds: float | None
+    p01_gap_seconds: float | None
+    median_gap_seconds: float | None
+    max_host_concurrency: int
+    server_cpu_seconds: float
+    infra_cpu_seconds: float | None
+    loadavg_before: list[float]
+    started_at: str
+    missing_sample: list[str] = field(default_factory=list)
+    extra_sample: list[str] = field(default_factory=list)
+    notes: str = ""
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.cpu_user_seconds + self.cpu_system_seconds
+
+    @property
+    def pages_per_second(self) -> float:
+        return self.pages / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
+    def cpu_per_1000_pages(self) -> float:
+        return 1000 * self.cpu_seconds / self.pages if self.pages else float("nan")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__slots__}
+        d["cpu_seconds"] = self.cpu_seconds
+        d["pages_per_second"] = self.pages_per_second
+        d["cpu_seconds_per_1000_pages"] = self.cpu_per_1000_pages
+        return d
+
+
+def folder_bytes(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+def loadavg() -> list[float]:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return []
+
+
+def analyse_log(lines: Sequence[LogLine], port: int, expected: set[str]) -> dict[str, Any]:
+    """Fetched set against the expected one, and the politeness kept per host."""
+    pages = [x for x in lines if x.target != ROBOTS]
+    robots = len(lines) - len(pages)
+    urls = [f"http://{x.host}:{port}{x.target}" for x in pages]
+    fetched = set(urls)
+    missing = sorted(expected - fetched)
+    extra = sorted(fetched - expected)
+    statuses = Counter(str(x.status) for x in lines)
+    by_host: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for x in pages:
+        by_host[x.host].append((x.time - x.request_time, x.time))
+    gaps: list[float] = []
+    max_conc = 0
+    for spans in by_host.values():
+        spans.sort()
+        for (_, end), (start, _) in itertools.pairwise(spans):
+            gaps.append(start - end)
+        # requests in flight at once (sweep over starts and ends)
+        # (an end and a start at the same logged millisecond do not overlap)
+        events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+        cur = 0
+        max_conc = max(max_conc, 1)
+        for _, delta in events:
+            cur += delta
+            max_conc = max(max_conc, cur)
+    gaps.sort()
+    return {
+        "pages": len(pages), "unique_pages": len(fetched), "robots_requests": robots,
+        "missing": len(missing), "extra": len(extra),
+        "refetched": len(pages) - len(fetched), "statuses": dict(statuses),
+        "missing_sample": missing[:5], "extra_sample": extra[:5],
+        "min_gap_seconds": gaps[0] if gaps else None,
+        "p01_gap_seconds": gaps[len(gaps) // 100] if gaps else None,
+        "median_gap_seconds": statistics.median(gaps) if gaps else None,
+        "max_host_concurrency": max_conc,
+    }
+
+
+def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
+              log: Callable[[str], None]) -> RunResult:
+    """Run one crawl to its end (or its timeout) and measure it."""
+    if crawl.out_dir.exists():
+        shutil.rmtree(crawl.out_dir)
+    crawl.out_dir.mkdir(parents=True)
+    crawl.log_path.parent.mkdir(parents=True, exist_ok=True)
+    load = loadavg()
+    offset = nginx.log_offset()
+    workers = nginx.worker_pids()
+    server_cpu0 = sum(cpu_seconds(p) for p in workers)
+    infra = crawl.infra_pids() if crawl.infra_pids else []
+    infra0 = {p: cpu_sample(p) for p in infra}
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    started = time.monotonic()
+    timed_out = False
+    with crawl.log_path.open("wb") as out:
+        proc = subprocess.Popen(crawl.command, cwd=crawl.cwd, env=crawl.env, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = started + crawl.timeout
+        status = None
+        rusage = None
+        while True:
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid == proc.pid:
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                log(f"    {crawl.name} run {run}: timed out after {crawl.timeout:.0f} s; "
+                    "stopping it")
+                # os.kill, not Popen.send_signal, which would reap the process
+                # before wait4 collects its usage
+                os.kill(proc.pid, signal.SIGINT)
+                end = time.monotonic() + 30
+                while time.monotonic() < end:
+                    pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+                    if pid == proc.pid:
+                        break
+                    time.sleep(0.1)
+                else:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    _, status, rusage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.05)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - started
+    time.sleep(0.2)  # the access log line of the last response
+    server_cpu = sum(cpu_seconds(p) for p in workers) - server_cpu0
+    infra_cpu: float | None = None
+    if infra:
+        infra1 = {p: cpu_sample(p) for p in infra}
+        if all(infra0[p][0] and infra0[p][0] == infra1[p][0] for p in infra):
+            infra_cpu = sum(infra1[p][1] - infra0[p][1] for p in infra)
+        else:  # a server stopped or restarted during the run
+            infra_cpu = None
+    facts = analyse_log(nginx.log_since(offset), nginx.port, expected)
+    assert rusage is not None
+    user, system = rusage.ru_utime, rusage.ru_stime
+    rss = rusage.ru_maxrss * 1024
+    notes = ""
+    if crawl.report_file is not None:
+        try:
+            report = json.loads(crawl.report_file.read_text())
+        except (OSError, ValueError) as exc:
+            notes = f"no supervisor report: {exc}"
+        else:
+            services = report.get("services", {})
+            user = sum(float(u["cpu_user"]) for u in services.values())
+            system = sum(float(u["cpu_system"]) for u in services.values())
+            rss = sum(int(u["max_rss_bytes"]) for u in services.values() if u is not None)
+            notes = "; ".join([*(report.get("cleanup") or []),
+                               *([report["error"]] if report.get("error") else [])])
+    return RunResult(
+        tool=crawl.name, run=run, exit_code=proc.returncode, timed_out=timed_out,
+        wall_seconds=wall, cpu_user_seconds=user, cpu_system_seconds=system,
+        max_rss_bytes=rss, bytes_written=folder_bytes(crawl.out_dir),
+        server_cpu_seconds=server_cpu, infra_cpu_seconds=infra_cpu,
+        loadavg_before=load, started_at=started_at, notes=notes, **facts)
+
+
+def summarize(results: Sequence[RunResult]) -> dict[str, Any]:
+    """Median and spread (min, max) of each figure over the completed runs of one tool
+    (exit code 0, not timed out); failed runs are counted, and listed in the runs."""
+    keys = ["pages_per_second", "cpu_seconds_per_1000_pages", "max_rss_bytes",
+            "bytes_written", "wall_seconds", "pages", "missing", "extra", "refetched",
+            "cpu_seconds", "min_gap_seconds", "server_cpu_seconds"]
+    completed = [r for r in results if r.exit_code == 0 and not r.timed_out]
+    out: dict[str, Any] = {"runs": len(results), "completed": len(completed),
+                           "failed": len(results) - len(completed)}
+    rows = [r.as_dict() for r in completed]
+    for k in keys:
+        values = [row[k] for row in rows if row[k] is not None]
+        if not values:
+            out[k] = None
+            continue
+        out[k] = {"median": statistics.median(values), "min": min(values),
+                  "max": max(values)}
+    out["all_ok"] = len(completed) == len(results)
+    return out
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False, default=str))
+    tmp.replace(path)
