@@ -108,6 +108,7 @@ from cassandra.query import (
     tuple_factory,
 )
 
+from common.adapters.int64 import to_signed, to_unsigned
 from common.adapters.sqlite_store import SchemaError
 from common.messages import RecordPointer, UrlStatus
 from common.ports import HostState, RobotsRecord, UrlState
@@ -133,8 +134,6 @@ _REPLACE_BYTES = 400  # more for a replaced row: cleared columns, deleted entrie
 _IN_ROWS = 100  # clustering keys per "url IN ?" read
 _LWT_ATTEMPTS = 6
 
-_U64 = 1 << 64
-_I63 = 1 << 63
 _KEYSPACE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
 _TABLE_ID_NAMESPACE = uuid.UUID("0f5c6a52-5e0a-4c1e-9a53-2b1f8f0d6c11")
 
@@ -216,16 +215,6 @@ _TABLES = {t.name: t for t in TABLES}
 # ---------------------------------------------------------------------------- codecs
 
 
-def _to_signed(value: int) -> int:
-    """An unsigned 64-bit number as the signed bigint Cassandra can hold."""
-    if not 0 <= value < _U64:
-        raise ValueError(f"{value!r} is not an unsigned 64-bit number")
-    return value - _U64 if value >= _I63 else value
-
-
-def _to_unsigned(value: int) -> int:
-    return value + _U64 if value < 0 else value
-
 
 class _Codec(Generic[S]):
     """A msgspec struct as a table row and back, in field order.
@@ -258,7 +247,7 @@ class _Codec(Generic[S]):
                 values[i] = value.value
         for i in self._unsigned_at:
             if values[i] is not None:
-                values[i] = _to_signed(values[i])
+                values[i] = to_signed(values[i])
         at = self._pointer_at
         if at is not None:
             pointer = values[at]
@@ -277,7 +266,7 @@ class _Codec(Generic[S]):
                                  else {"file": file, "offset": offset, "length": length}]
         for i in self._unsigned_at:
             if values[i] is not None:
-                values[i] = _to_unsigned(values[i])
+                values[i] = to_unsigned(values[i])
         return msgspec.convert(dict(zip(self._names, values, strict=True)), self.cls)
 
 
@@ -331,7 +320,7 @@ def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
 def _check(row: UrlState) -> None:
     """Fail before anything is written on a value the table cannot hold."""
     if row.simhash is not None:
-        _to_signed(row.simhash)
+        to_signed(row.simhash)
 
 
 def _batches(items: Sequence[tuple[_Old | None, UrlState]]
@@ -1006,18 +995,18 @@ class CassandraStateStore:
         """Index ``url`` under each block key; adding it again is harmless."""
         if not keys:
             return
-        value = _to_signed(simhash)
-        signed = sorted({_to_signed(k) for k in keys})
+        value = to_signed(simhash)
+        signed = sorted({to_signed(k) for k in keys})
         await asyncio.gather(*(self._query("simhash_put", (k, url, value)) for k in signed))
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
         """(url, simhash) of every page indexed under any of ``keys``, each pair once."""
-        signed = sorted({_to_signed(k) for k in keys})
+        signed = sorted({to_signed(k) for k in keys})
         if not signed:
             return []
         results = await asyncio.gather(*(self._all_rows("simhash_get", (k,)) for k in signed))
         found: dict[tuple[str, int], None] = {}
         for rows in results:
             for url, value in rows:
-                found[(url, _to_unsigned(value))] = None
+                found[(url, to_unsigned(value))] = None
         return list(found)

@@ -43,6 +43,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from common.adapters.int64 import to_signed, to_unsigned
 from common.messages import RecordPointer, UrlStatus
 from common.ports import HostState, RobotsRecord, UrlState
 
@@ -50,8 +51,6 @@ __all__ = ["SCHEMA_VERSION", "SchemaError", "SqliteStateStore"]
 
 SCHEMA_VERSION = 1
 
-_U64 = 1 << 64
-_I63 = 1 << 63
 _KEYS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
 
 R = TypeVar("R")
@@ -157,16 +156,6 @@ CREATE TABLE IF NOT EXISTS simhash_blocks (
 """
 
 
-def _to_signed(value: int) -> int:
-    """An unsigned 64-bit number as the signed integer SQLite can hold."""
-    if not 0 <= value < _U64:
-        raise ValueError(f"{value!r} is not an unsigned 64-bit number")
-    return value - _U64 if value >= _I63 else value
-
-
-def _to_unsigned(value: int) -> int:
-    return value + _U64 if value < 0 else value
-
 
 class _Codec(Generic[S]):
     """Turns a msgspec struct into a table row and back, in field order.
@@ -197,7 +186,7 @@ class _Codec(Generic[S]):
         values: list[Any] = list(msgspec.structs.astuple(obj))
         for i in self._unsigned_at:
             if values[i] is not None:
-                values[i] = _to_signed(values[i])
+                values[i] = to_signed(values[i])
         at = self._pointer_at
         if at is not None:
             pointer = values[at]
@@ -214,7 +203,7 @@ class _Codec(Generic[S]):
                                  else {"file": file, "offset": offset, "length": length}]
         for i in self._unsigned_at:
             if values[i] is not None:
-                values[i] = _to_unsigned(values[i])
+                values[i] = to_unsigned(values[i])
         fields = dict(zip(self._names, values, strict=True))
         for name in self._bools:
             fields[name] = bool(fields[name])
@@ -547,8 +536,8 @@ class SqliteStateStore:
         """Index ``url`` under each block key; adding it again is harmless."""
         if not keys:
             return
-        value = _to_signed(simhash)
-        rows = [(_to_signed(k), url, value) for k in keys]
+        value = to_signed(simhash)
+        rows = [(to_signed(k), url, value) for k in keys]
         await self._run(self._add_simhash_sync, rows)
 
     def _add_simhash_sync(self, rows: list[tuple[int, str, int]]) -> None:
@@ -559,7 +548,7 @@ class SqliteStateStore:
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
         """(url, simhash) of every page indexed under any of ``keys``, each pair once."""
-        signed = sorted({_to_signed(k) for k in keys})
+        signed = sorted({to_signed(k) for k in keys})
         if not signed:
             return []
         return await self._run(self._candidates_sync, signed)
@@ -571,5 +560,5 @@ class SqliteStateStore:
             sql = ("SELECT url, simhash FROM simhash_blocks WHERE key IN "
                    f"({', '.join('?' for _ in chunk)})")
             for url, value in self._db.execute(sql, chunk):
-                found[(url, _to_unsigned(value))] = None
+                found[(url, to_unsigned(value))] = None
         return list(found)
