@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.runners import Crawl, RunResult, run_crawl, summarize, write_json
+from bench.runners import Crawl, RunResult, loadavg, run_crawl, summarize, write_json
 from bench.servers import (
     BenchError,
     DnsServer,
@@ -107,8 +107,8 @@ def parse_args(argv: list[str] | None) -> Config:
     size.add_argument("--quick", action="store_true",
                       help="smoke run: 60 hosts x 10 pages, small scaling sizes (a few minutes)")
     size.add_argument("--full", action="store_true",
-                      help="the issue's full size: 1,000 hosts x 100 pages (an hour or more "
-                           "on two cores)")
+                      help="the issue's full size: 1,000 hosts x 100 pages (several hours "
+                           "on two cores, most of it in cluster mode)")
     p.add_argument("--hosts", type=int, help="hosts in the web")
     p.add_argument("--pages", type=int, dest="pages_per_host", help="pages per host")
     p.add_argument("--links", type=int, dest="links_per_page", help="links per page")
@@ -436,7 +436,8 @@ class Bench:
         tools = list(self.cfg.tools)
         if "cluster" in tools:
             reason = self.cluster_ready()
-            self.results["cluster"] = {"available": reason is None, "reason": reason}
+            self.results["cluster"] = {"available": reason is None, "reason": reason,
+                                       "started_servers": self.started_servers}
             if reason is not None:
                 self.log(f"cluster mode not run: {reason}")
                 tools.remove("cluster")
@@ -480,6 +481,7 @@ class Bench:
                                           "budget": budget,
                                           "seeds_file": str(self.seeds_file())}))
             self.log(f"scaling: {n} known URLs, then {budget} pages")
+            load = loadavg()
             done = subprocess.run([self.python, "-m", "bench.scale_child", str(config)],
                                   cwd=REPO, env=self.crawler_env(), capture_output=True,
                                   text=True, timeout=3600)
@@ -489,6 +491,7 @@ class Bench:
                 continue
             row = json.loads(done.stdout.strip().splitlines()[-1])
             row["bytes_on_disk"] = _folder_size(out)
+            row["loadavg_before"] = load
             rows.append(row)
             self.log(f"  seeding {row['seeding_urls_per_second']:.0f} URLs/s; "
                      f"{row['ms_per_page']:.1f} ms and {row['cpu_ms_per_page']:.1f} CPU ms "

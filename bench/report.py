@@ -16,7 +16,8 @@ MiB = 2**20
 def _f(x: float | None, digits: int = 1) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    return f"{x:,.{digits}f}"
+    text = f"{x:,.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text.replace(",", "")) == 0 else text
 
 
 def _spread(s: dict[str, Any] | None, key: str, scale: float = 1.0, digits: int = 1) -> str:
@@ -105,7 +106,8 @@ def headline(results: dict[str, Any]) -> list[str]:
                  if "error" not in row]
         lines.append(f"memory per known URL beyond the seen filter ({sizes[-2]:,} to "
                      f"{sizes[-1]:,} known URLs): "
-                     f"{r['bytes_per_known_url_beyond_seen_filter']:.1f} bytes (goal < 16)")
+                     f"{_f(r['bytes_per_known_url_beyond_seen_filter'], 1)} bytes "
+                     "(goal < 16)")
     return lines
 
 
@@ -177,7 +179,10 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
     w(f"| crawler commit | {v.get('crawler_commit', '–')} (plus the working tree) |")
     w(f"| load average at start | {' '.join(machine.get('loadavg_at_start', []))} |")
     others = machine.get("other_servers_running") or []
-    w(f"| other servers running | {', '.join(others) if others else 'none'} |")
+    started = (results.get("cluster") or {}).get("started_servers")
+    w(f"| other servers running at start | {', '.join(others) if others else 'none'}"
+      + ("; Kafka and Cassandra were started by the benchmark for cluster mode" if started
+         else "") + " |")
     w("")
     w("Every figure comes from one machine: the web server, the DNS responder and the "
       "crawler share its cores. The load average before each run is in the results file; "
@@ -323,11 +328,12 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
           f"{budget:,} pages have been fetched. Time and CPU per page are over that crawl; "
           "memory is the resident set after the N URLs are in (after a garbage "
           "collection), against the resident set of the started crawler before.\n")
+        loads = any(row.get("loadavg_before") for row in scaling)
         w("| known URLs | seeding URLs/s | ms per page | CPU ms per page | resident MiB "
           "before / after seeding | bytes per URL added since the size above | of which "
           "beyond the seen filter | seen-filter bits per known URL | peak MiB while "
-          "crawling |")
-        w("|---|---|---|---|---|---|---|---|---|")
+          "crawling |" + (" load before |" if loads else ""))
+        w("|---|---|---|---|---|---|---|---|---|" + ("---|" if loads else ""))
         previous = None
         for row in scaling:
             n = row["known_filler"]
@@ -338,7 +344,8 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
               f"{_f(row['rss_seeded_bytes'] / MiB, 1)} | "
               f"{_f(slope[0], 1) if slope else '–'} | {_f(slope[1], 1) if slope else '–'} | "
               f"{_f(row['seen_filter_bits'] / n, 1)} | "
-              f"{_f(row['rss_peak_crawl_bytes'] / MiB, 0)} |")
+              f"{_f(row['rss_peak_crawl_bytes'] / MiB, 0)} |"
+              + (f" {(row.get('loadavg_before') or ['–'])[0]} |" if loads else ""))
             previous = row
         w("")
         w("Memory is read as the resident set, so fixed-size parts fill first: SQLite's "
@@ -376,24 +383,26 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
               f"{_f(row['insert_ns_per_url'], 0)} |")
         w("")
         frontier_rows = [r for r in seen["rows"] if r["plan"].startswith("frontier")]
-        w("The frontier plans its filter for 1,000,000 URLs (`Frontier(seen_capacity=...)`"
-          ", 1%): below that it spends more bits per URL than the formula needs and has "
-          "far fewer false positives; past it, it adds stages twice as large at half the "
-          "rate each, and the stages' rates add up.")
+        text = ("The frontier plans its filter for 1,000,000 URLs "
+                "(`Frontier(seen_capacity=...)`, 1%): below that it spends more bits per URL "
+                "than the formula needs and has far fewer false positives; past it, it adds "
+                "stages twice as large at half the rate each, and the stages' rates add up.")
         if frontier_rows:
             big = frontier_rows[-1]
             target = seen["target"]
             verdict = ("above" if big["measured_fp_rate"] > target * 1.05 else "within")
-            w(f" At {big['urls']:,} URLs it holds {big['stages']} stages, "
-              f"{_f(big['bits_per_url'], 1)} bits per URL, and its measured rate is "
-              f"{100 * big['measured_fp_rate']:.2f}% (formula "
-              f"{100 * big['formula_fp_rate']:.2f}%): **{verdict} the "
-              f"{100 * target:g}% target**.")
+            text += (f" At {big['urls']:,} URLs it holds {big['stages']} stages, "
+                     f"{_f(big['bits_per_url'], 1)} bits per URL, and its measured rate is "
+                     f"{100 * big['measured_fp_rate']:.2f}% (formula "
+                     f"{100 * big['formula_fp_rate']:.2f}%): **{verdict} the "
+                     f"{100 * target:g}% target**, and "
+                     f"{100 * big['lost_on_insert_rate']:.2f}% of new URLs were taken for "
+                     "seen while they went in.")
             if verdict == "above":
-                w(" A scalable Bloom filter keeps the sum of its stages' rates under the "
-                  "target by starting below it: with a tightening ratio r the first stage "
-                  "needs p(1 - r) (0.5% for r = 1/2), not p.")
-        w("\n")
+                text += (" A scalable Bloom filter keeps the sum of its stages' rates under "
+                         "the target by starting below it: with a tightening ratio r the "
+                         "first stage needs p(1 - r) (0.5% for r = 1/2), not p.")
+        w(text + "\n")
 
     # ---- profile
     prof = results.get("profile")
@@ -409,10 +418,10 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
         top = comps[:3]
         if top:
             share = sum(r["share"] for r in top)
-            names = ", ".join(f"{r['name'].split(' (')[0]} "
+            parts = ", ".join(f"{r['name'].split(' (')[0]} "
                               f"({_f(1000 * r['cpu_seconds'] / max(1, prof['pages']), 2)} ms "
                               "per page)" for r in top)
-            w(f"The three largest components take {100 * share:.0f}% of the CPU: {names}.\n")
+            w(f"The three largest components take {100 * share:.0f}% of the CPU: {parts}.\n")
         w("By component (the innermost frame that belongs to a known part):\n")
         w("| component | CPU s | share | ms per page |\n|---|---|---|---|")
         pages = max(1, prof["pages"])
@@ -442,7 +451,7 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
 
     # ---- running
     w("## Running it\n")
-    w("```bash\nbench/run            # the default preset (about 15-20 minutes on 2 cores)\n"
+    w("```bash\nbench/run            # the default preset (about 20 minutes on 2 cores)\n"
       "bench/run --quick    # smoke run, a few minutes; report in var/bench/report-quick.md\n"
       "bench/run --full     # 1,000 hosts x 100 pages (the issue's full size; hours)\n"
       "bench/run --help     # sizes, delay, concurrency, tools and steps\n```\n")
