@@ -25,7 +25,7 @@ import logging
 import time
 import uuid
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -596,12 +596,3 @@ def _replay_result(row: UrlState) -> FetchResult:
                        content_hash=row.content_hash, duplicate_of=row.duplicate_of,
                        etag=row.etag, last_modified=row.last_modified)
 
-
-def links_by_host(links: Sequence[Link]) -> dict[str, list[Link]]:
-    out: dict[str, list[Link]] = {}
-    for link in links:
-        try:
-            out.setdefault(urls.host_key(link.url), []).append(link)
-        except urls.UrlError:
-            continue
-    return out
