@@ -2,8 +2,10 @@
 
 Records are appended when a response ends (or the client goes away), under a lock, so
 tests may read the log from another thread while the server runs. Times are taken at
-the server: ``started`` when the request reached the handler, ``ended`` after the last
-body byte was handed to the transport.
+the server: ``started`` when the request reached the handler; ``ended``, for a complete
+answer, just before its last bytes were handed to the transport (never later than the
+client could have read them, however late the server thread runs), and for an abandoned
+one when the server noticed.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class RequestRecord:
     started: float
     """time.monotonic() when the request arrived."""
     ended: float
-    """time.monotonic() when the answer was sent (or abandoned)."""
+    """time.monotonic() just before the answer's last bytes were sent (or when the server
+    saw it abandoned)."""
     started_wall: float
     """time.time() when the request arrived."""
     ended_wall: float

@@ -250,6 +250,10 @@ class SimWeb:
         remote = f"{request.remote or ''}:{_peer_port(request)}"
         seq = self.log.begin(host)
         status, sent, completed = 0, 0, False
+        # ``handoff``: the moment just before the last bytes went to the transport, so never
+        # later than the client could have seen the end of the answer (the server thread
+        # may be scheduled late after a write; a later stamp would shorten measured gaps)
+        handoff: list[float] = []
         try:
             reply = self.site.respond(SimRequest(host, target, request.method,
                                                  dict(request.headers)))
@@ -264,9 +268,10 @@ class SimWeb:
             bodyless = no_content or request.method == "HEAD"
             if not no_content:
                 response.content_length = len(reply.body)
+            handoff.append(time.monotonic())
             await response.prepare(request)
             if not bodyless:
-                sent = await self._send_body(response, reply)
+                sent = await self._send_body(response, reply, handoff)
             await response.write_eof()
             completed = True
             return response
@@ -274,16 +279,20 @@ class SimWeb:
             log.debug("client went away: %s %s", host, target)
             raise
         finally:
+            ended = handoff[-1] if completed else time.monotonic()
             self.log.finish(RequestRecord(
                 seq=seq, host=host, target=target, method=request.method,
                 headers=tuple(request.headers.items()), started=started,
-                ended=time.monotonic(), started_wall=started_wall, ended_wall=time.time(),
+                ended=ended, started_wall=started_wall,
+                ended_wall=started_wall + (ended - started),
                 status=status, bytes_sent=sent, completed=completed,
                 remote=remote))
 
-    async def _send_body(self, response: web.StreamResponse, reply: Reply) -> int:
+    async def _send_body(self, response: web.StreamResponse, reply: Reply,
+                         handoff: list[float]) -> int:
         body = reply.body
         if reply.drip_seconds <= 0 or reply.drip_chunks <= 1 or len(body) <= 1:
+            handoff.append(time.monotonic())
             await response.write(body)
             return len(body)
         chunks = min(reply.drip_chunks, len(body))
@@ -293,6 +302,7 @@ class SimWeb:
         for i in range(0, len(body), size):
             if i:
                 await self._pause(interval)
+            handoff.append(time.monotonic())
             await response.write(body[i:i + size])
             sent += len(body[i:i + size])
         return sent
