@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,13 +20,7 @@ from simweb.expected import expected_urls
 from simweb.scenarios import generated
 from tests.integration.cluster import Cluster, cluster, require_cluster_servers
 
-pytestmark = [
-    pytest.mark.integration,
-    # One of the runs so far saw a gap of 0.089 s against a 0.1 s delay right after a
-    # rebalance; until that is explained the test runs only when asked for.
-    pytest.mark.skipif(os.environ.get("CRAWLER_SLOW_TESTS") != "1",
-                       reason="crash test: set CRAWLER_SLOW_TESTS=1 to run it"),
-]
+pytestmark = pytest.mark.integration
 
 DELAY = 0.1
 HOSTS = 12
