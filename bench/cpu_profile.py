@@ -31,6 +31,7 @@ IDLE_LEAVES = (
     ("threading.py", "wait"),
     ("pycares/__init__.py", "_run_safe_shutdown_loop"),
     ("queue.py", "get"),
+    ("common/adapters/sqlite_store.py", "_work"),  # the store's worker waiting for calls
 )
 
 # (component, path fragments); the first match walking outwards from the leaf wins.

@@ -43,7 +43,7 @@ def predicted_rate(capacity: int, rate: float, items: int, growth: int = 2,
     i = 0
     while True:
         cap = capacity * growth ** i
-        p = rate * tightening ** i
+        p = rate * (1 - tightening) * tightening ** i  # as SeenFilter.stage_rate
         m = optimal_bits(cap, p)
         k = optimal_hashes(m, cap)
         held = min(left, cap)

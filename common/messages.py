@@ -33,6 +33,7 @@ class Topic(enum.StrEnum):
     STATUS = "status"  # StatusUpdate, key=host: verdicts of later stages -> frontier
     PAGES = "pages"  # PageRecord, key=host: one per stored page, for the indexer
     DEAD_LETTER = "deadletter"  # DeadLetter: messages that failed too often
+    CONTROL = "control"  # HostControl, key=host: operator changes for the host's owner
 
 
 class LinkKind(enum.StrEnum):
@@ -130,7 +131,8 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Discovered(_Msg, frozen=True, kw_only=True):
-    """URLs of one host entering the frontier (topic discovered, key=host)."""
+    """URLs entering the frontier (topic discovered, key=host): links of ``host``, or
+    also of other hosts in the same bus partition (one frontier owner takes them all)."""
 
     host: str
     links: list[Link]
@@ -236,8 +238,20 @@ class DeadLetter(_Msg, frozen=True, kw_only=True):
     attempts: int
 
 
+class HostControl(_Msg, frozen=True, kw_only=True):
+    """An operator's change to one host, for the frontier that owns it (topic control,
+    key=host). Fields left as None leave that setting as it is."""
+
+    host: str
+    delay: float | None = None  # per-host delay override, seconds
+    clear_delay: bool = False  # drop the delay override
+    blocked: bool | None = None
+    max_pages: int | None = None
+    issued_at: float = 0.0
+
+
 Message: TypeAlias = (Discovered | FetchTask | FetchResult | ParsedPage | StatusUpdate
-                      | PageRecord | DeadLetter)
+                      | PageRecord | DeadLetter | HostControl)
 
 TOPIC_TYPES: dict[Topic, type[Any]] = {
     Topic.DISCOVERED: Discovered,
@@ -247,6 +261,7 @@ TOPIC_TYPES: dict[Topic, type[Any]] = {
     Topic.STATUS: StatusUpdate,
     Topic.PAGES: PageRecord,
     Topic.DEAD_LETTER: DeadLetter,
+    Topic.CONTROL: HostControl,
 }
 
 M = TypeVar("M")

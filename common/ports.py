@@ -63,6 +63,26 @@ class HostState(msgspec.Struct, kw_only=True):
     capped: bool = False  # the host reached its page cap
 
 
+class CrawlControl(msgspec.Struct, kw_only=True):
+    """The operator's crawl-wide switches (one row), read by every frontier."""
+
+    paused: bool = False
+    blocked_paths: list[str] = msgspec.field(default_factory=list)  # regular expressions
+    updated_at: float = 0.0
+
+
+def encode_control(row: CrawlControl) -> str:
+    """The stored form of the control row (JSON), the same in every store."""
+    return msgspec.json.encode(row).decode()
+
+
+def decode_control(text: str) -> CrawlControl:
+    try:
+        return msgspec.json.decode(text, type=CrawlControl)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"stored crawl control row is unreadable: {exc}") from None
+
+
 class RobotsRecord(msgspec.Struct, kw_only=True):
     """A cached robots.txt answer for a host (scheme://host:port)."""
 
@@ -155,6 +175,11 @@ class StateStore(Protocol):
     async def put_host(self, row: HostState) -> None: ...
 
     async def list_hosts(self) -> list[HostState]: ...
+
+    # crawl-wide operator switches
+    async def get_control(self) -> CrawlControl: ...
+
+    async def put_control(self, row: CrawlControl) -> None: ...
 
     # robots.txt cache
     async def get_robots(self, origin: str) -> RobotsRecord | None: ...

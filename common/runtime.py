@@ -27,25 +27,36 @@ from common.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def make_bus(settings: Settings) -> Bus:
+def make_bus(settings: Settings, *, metrics: Metrics | None = None) -> Bus:
+    """The bus the settings name; with ``metrics``, it records into ``metrics.bus``."""
     ring = HostRing(settings.bus.partitions)
+    bus_metrics = metrics.bus if metrics is not None else None
     if settings.bus.backend == "kafka":
         from common.adapters.kafka_bus import KafkaBus
 
-        return KafkaBus(settings.bus, ring=ring)
+        return KafkaBus(settings.bus, ring=ring, metrics=bus_metrics)
     from common.adapters.memory_bus import MemoryBus
 
-    return MemoryBus(settings.bus, partitioner=ring)
+    return MemoryBus(settings.bus, partitioner=ring, metrics=bus_metrics)
 
 
-def make_store(settings: Settings) -> StateStore:
+def make_store(settings: Settings, *, metrics: Metrics | None = None) -> StateStore:
+    """The state store the settings name; with ``metrics``, every call is timed into
+    ``metrics.store`` (see :class:`~common.adapters.metered.MeteredStateStore`)."""
+    store: StateStore
     if settings.store.backend == "cassandra":
         from common.adapters.cassandra_store import CassandraStateStore
 
-        return CassandraStateStore(settings.store)
-    from common.adapters.sqlite_store import SqliteStateStore
+        store = CassandraStateStore(settings.store)
+    else:
+        from common.adapters.sqlite_store import SqliteStateStore
 
-    return SqliteStateStore(state_path(settings))
+        store = SqliteStateStore(state_path(settings))
+    if metrics is None:
+        return store
+    from common.adapters.metered import MeteredStateStore
+
+    return MeteredStateStore(store, metrics.store)
 
 
 def state_path(settings: Settings) -> Path:

@@ -54,6 +54,8 @@ class CrawlSettings:
     priority_levels: int = _f(3, "Number of priority front queues.", minimum=1)
     recrawl_interval: float = _f(0.0, "Seconds after which a fetched page is due again "
                                  "(0: never refresh).", minimum=0)
+    control_interval: float = _f(2.0, "Seconds between a cluster frontier's reads of the "
+                                 "operator's switches (pause, blocked paths).", minimum=0.1)
 
     @property
     def user_agent(self) -> str:

@@ -3,10 +3,13 @@
 Features are lower-cased word shingles: :data:`SHINGLE` consecutive tokens joined by a
 space. A token is a run of letters and digits (``\\w``), or a single CJK ideograph,
 kana or hangul syllable, since those scripts do not separate words with spaces. Every
-shingle counts once per occurrence. The fingerprint is computed by the ``simhash``
-package with its default feature hash (the last 8 bytes of MD5), so it is stable across
-processes, machines and Python versions: fingerprints are stored, and changing the
-features or the hash would make old and new ones incomparable.
+shingle counts once per occurrence. The fingerprint is the one the ``simhash`` package
+computes with its default feature hash: each feature's hash is the last 8 bytes of its
+MD5 (big-endian), and bit i of the fingerprint is set when more than half of the
+features have bit i set. It is computed here in one vectorised pass (numpy), which
+gives the same value several times faster. It is stable across processes, machines
+and Python versions: fingerprints are stored, and changing the features or the hash
+would make old and new ones incomparable.
 
 Similar texts get fingerprints that differ in few bits, unrelated ones in about 32 of
 64. SimHash is statistical: for a ~5 KB text whose date and ad lines changed, the median
@@ -34,11 +37,14 @@ more, smaller blocks and one key per combination of the blocks that must stay in
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
+from typing import Any
 
-from simhash import Simhash
+import numpy as np
 
 __all__ = [
     "BITS", "MAX_K", "SHINGLE", "block_keys", "block_spans", "features", "hamming",
@@ -51,6 +57,19 @@ SHINGLE = 3
 MAX_K = 31
 _MASK = (1 << BITS) - 1
 
+
+def _md5_constructor() -> Callable[[bytes], Any]:
+    """CPython's built-in MD5 when there is one: for inputs as short as a shingle it
+    costs a third of OpenSSL's (hashlib's) per call, and gives the same digest."""
+    try:
+        md5: Callable[[bytes], Any] = importlib.import_module("_md5").md5
+    except (ImportError, AttributeError):
+        return hashlib.md5
+    return md5
+
+
+_MD5 = _md5_constructor()
+
 # CJK ideographs (with extension A and compatibility), hiragana, katakana, hangul.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
@@ -61,6 +80,9 @@ def features(text: str, shingle: int = SHINGLE) -> list[str]:
     tokens = _TOKEN.findall(text.lower())
     if len(tokens) <= shingle:
         return [" ".join(tokens)] if tokens else []
+    if shingle == 3:
+        return [f"{a} {b} {c}"
+                for a, b, c in zip(tokens, tokens[1:], tokens[2:], strict=False)]
     return [" ".join(tokens[i:i + shingle]) for i in range(len(tokens) - shingle + 1)]
 
 
@@ -69,8 +91,12 @@ def simhash64(text: str) -> int:
     feats = features(text)
     if not feats:
         return 0
-    value: int = Simhash(feats, f=BITS).value
-    return value & _MASK
+    md5 = _MD5
+    digests = b"".join([md5(f.encode("utf-8")).digest()[8:] for f in feats])
+    # one row of 64 bits per feature, most significant bit first
+    bits = np.unpackbits(np.frombuffer(digests, dtype=np.uint8)).reshape(-1, BITS)
+    majority = bits.sum(axis=0, dtype=np.int64) * 2 > len(feats)
+    return int.from_bytes(np.packbits(majority).tobytes(), "big")
 
 
 def hamming(a: int, b: int) -> int:

@@ -46,6 +46,16 @@ User info (``user:pass@``) is kept: it can select a different resource.
 
 The canonical form is a fixed point: canonicalising it again, or parsing it with the
 WHATWG parser, gives it back unchanged.
+
+Recent answers are remembered
+-----------------------------
+A URL is usually read several times on its way in (the parser canonicalises a link,
+the dedup stage and the frontier take its host key, the frontier canonicalises it
+again), and the same links recur on page after page. So the split of a URL into parts
+and its canonical form are kept in small bounded memos (:class:`_Memo`, a few thousand
+recent URLs each); a canonical form is also remembered as its own canonical form and
+with its parts, so the second reading of a link costs a dictionary look-up. The
+functions stay pure: a memo only ever holds what the computation would give.
 """
 
 from __future__ import annotations
@@ -55,7 +65,7 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final, Generic, NamedTuple, TypeVar
 
 import ada_url
 import tldextract
@@ -198,6 +208,48 @@ def parse(url: str, base: str | None = None) -> ParsedUrl:
 
 
 # --------------------------------------------------------------------------------------
+# Bounded memos of recent answers
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Memo(Generic[K, V]):
+    """A bounded memo: two generations of dicts; when the young one is full it becomes
+    the old one and the previous old one is dropped. A hit in the old generation moves
+    the entry to the young one, so recently used entries stay (an LRU approximation at
+    dict speed). Safe to share between threads: each step is a single dict operation,
+    and a race at worst loses an entry."""
+
+    __slots__ = ("_limit", "_old", "_young")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._young: dict[K, V] = {}
+        self._old: dict[K, V] = {}
+
+    def get(self, key: K) -> V | None:
+        value = self._young.get(key)
+        if value is None:
+            value = self._old.get(key)
+            if value is not None:
+                self.put(key, value)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        young = self._young
+        if len(young) >= self._limit:
+            self._old = young
+            self._young = young = {}
+        young[key] = value
+
+    def clear(self) -> None:
+        self._young = {}
+        self._old = {}
+
+
+# --------------------------------------------------------------------------------------
 # http(s) URLs split into parts, the shared fast path of the functions below
 
 
@@ -220,11 +272,24 @@ _HTTP_HREF: Final = re.compile(
 
 def _http_parts(url: str) -> _HttpParts:
     """Parse an http(s) URL; raise :class:`UrlError` for anything else."""
+    parts = _PARTS_MEMO.get(url) if isinstance(url, str) else None
+    if parts is None:
+        parts = _parse_http(url)
+        _PARTS_MEMO.put(url, parts)
+    return parts
+
+
+def _parse_http(url: str) -> _HttpParts:
     if not isinstance(url, str):
         raise _error(url, "URL must be a string")
     href = _whatwg_href(url)
     if href is None:
         raise _error(url, "not a valid URL")
+    return _split_href(url, href)
+
+
+def _split_href(url: str, href: str) -> _HttpParts:
+    """The parts of ``href``, the WHATWG serialisation of ``url``."""
     match = _HTTP_HREF.fullmatch(href)
     if match is None:
         raise _error(url, "not an http or https URL")
@@ -352,6 +417,10 @@ class TrackingRules:
 DEFAULT_TRACKING: Final = TrackingRules.from_settings(UrlSettings())
 """The rules of the default settings: ``utm_*``, ``gclid``, ``fbclid`` and others."""
 
+_MEMO_SIZE: Final = 8192  # entries per generation of each memo
+_PARTS_MEMO: Final[_Memo[str, _HttpParts]] = _Memo(_MEMO_SIZE)
+_CANONICAL_MEMO: Final[_Memo[tuple[str, TrackingRules], str]] = _Memo(_MEMO_SIZE)
+
 
 def _canonical_query(query: str, rules: TrackingRules) -> str:
     # Normalising first is safe: '&' and '=' are reserved, so their escapes stay escapes.
@@ -386,12 +455,23 @@ def canonicalize(url: str, *, tracking: TrackingRules | None = None) -> str:
     >>> canonicalize("HTTP://Example.COM:80/a/./b/../%7euser?utm_source=x&b=2&a=#top")
     'http://example.com/a/~user?a=&b=2'
     """
-    parts = _http_parts(url)
     rules = DEFAULT_TRACKING if tracking is None else tracking
+    key = (url, rules)
+    canonical = _CANONICAL_MEMO.get(key)
+    if canonical is not None:
+        return canonical
+    parts = _http_parts(url)
     userinfo = _normalize_escapes(parts.userinfo) if parts.userinfo else ""
     query = _canonical_query(parts.query, rules) if parts.query else ""
-    return "".join((parts.scheme, "://", userinfo, parts.host, parts.port,
-                    _normalize_escapes(parts.path), "?" if query else "", query))
+    result = "".join((parts.scheme, "://", userinfo, parts.host, parts.port,
+                      _normalize_escapes(parts.path), "?" if query else "", query))
+    _CANONICAL_MEMO.put(key, result)
+    if result != url:
+        # A fixed point: the canonical form is its own canonical form, and it is its
+        # own WHATWG serialisation, so its parts come from splitting it.
+        _CANONICAL_MEMO.put((result, rules), result)
+        _PARTS_MEMO.put(result, _split_href(result, result))
+    return result
 
 
 def host_key(url: str) -> str:

@@ -9,20 +9,27 @@ Routes (all under ``/v1``; the OpenAPI document is :mod:`crawler.openapi`)::
     GET  /v1/hosts/{host}      the host's row
     PUT  /v1/hosts/{host}      {"crawlDelaySeconds": 2.0 | null, "blocked": true,
                                "maxPages": 100}
-    POST /v1/pause, /v1/resume embedded mode only (501 in cluster mode)
+    POST /v1/pause, /v1/resume {"paused": true | false}
+    GET  /v1/blocked-paths     {"patterns": [...]}
+    POST /v1/blocked-paths     {"pattern": "regex"}: URLs whose path and query match it
+                               are not fetched (queued ones are rejected as blocked)
+    DELETE /v1/blocked-paths?pattern=regex
 
 Every other route needs ``Authorization: Bearer <CRAWLER_API_TOKEN>``; the API does
 not start without a token. Bad input gets a 4xx with ``{"error": "..."}``; an
 unexpected failure is logged and answered with a generic 500.
 
 Embedded mode (``crawler crawl`` with ``CRAWLER_API_PORT`` set) gives the API the
-running :class:`~frontier.service.Frontier`, so host changes and pauses take effect at
-once. Cluster mode (``crawler api`` / ``python -m crawler.api``) has only the bus and
-the store: seeds are published on topic discovered like ``crawler seed`` does, and a
-host change is written to the hosts row, which the owning frontier applies the next
-time it loads the host (on start, on taking over the host's partition, or after the
-host went idle); a frontier working on the host at that moment keeps its in-memory
-row and may write it back over the change. Pause and resume answer 501 there.
+running :class:`~frontier.service.Frontier`, so every change takes effect at once.
+Cluster mode (``crawler api`` / ``python -m crawler.api``) has only the bus and the
+store: seeds are published on topic discovered like ``crawler seed`` does; a host
+change travels as a :class:`~common.messages.HostControl` on topic control, keyed by
+the host, so the one frontier that owns the host applies it to its live row (answer
+202 with the row as it will be); pause, resume and blocked path patterns are the
+store's control row, which every frontier reads every ``CRAWLER_CRAWL_CONTROL_INTERVAL``
+seconds. A paused crawl dispatches nothing new; requests in flight finish. Blocking a
+pattern rejects matching URLs as they are discovered or reach the head of their
+queue; unblocking does not bring back URLs rejected meanwhile.
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import re
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -38,15 +47,20 @@ import msgspec
 from aiohttp import web
 
 from common import urls
-from common.ports import Bus, HostState, StateStore
+from common.messages import HostControl, Topic
+from common.metrics import Metrics
+from common.ports import Bus, CrawlControl, HostState, StateStore
 from common.settings import ApiSettings, Settings, SettingsError
 from crawler.openapi import (
     MAX_DELAY_SECONDS,
     MAX_PAGES_LIMIT,
+    MAX_PATTERN_CHARS,
+    MAX_PATTERNS,
     MAX_SEED_URLS,
     MAX_URL_CHARS,
     OPENAPI,
 )
+from frontier.policy import apply_host_control
 from frontier.seeds import publish_batch, seed_batch
 from frontier.service import Frontier
 from frontier.stats import CrawlStats, collect
@@ -146,17 +160,50 @@ def parse_host(raw: str) -> str:
     return key
 
 
-def apply_update(state: HostState, update: HostUpdate) -> HostState:
-    """Pure: ``state`` with the update's fields changed."""
-    changes: dict[str, Any] = {}
-    if update.crawl_delay_seconds is not msgspec.UNSET:
-        changes["delay_override"] = update.crawl_delay_seconds
-    if update.blocked is not msgspec.UNSET:
-        changes["blocked"] = update.blocked
-    if update.max_pages is not msgspec.UNSET:
-        changes["max_pages"] = update.max_pages
-        changes["capped"] = False
-    return msgspec.structs.replace(state, **changes)
+def host_control(host: str, update: HostUpdate, now: float) -> HostControl:
+    """The control message that carries ``update`` to the host's frontier."""
+    delay = update.crawl_delay_seconds
+    return HostControl(
+        host=host,
+        delay=delay if isinstance(delay, float) else None,
+        clear_delay=delay is None,
+        blocked=update.blocked if isinstance(update.blocked, bool) else None,
+        max_pages=update.max_pages if isinstance(update.max_pages, int) else None,
+        issued_at=now)
+
+
+class PathPattern(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pattern: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATTERN_CHARS)]
+
+
+def check_pattern(pattern: str) -> str:
+    """A blocked-path pattern must be a regular expression Python compiles."""
+    if not pattern or len(pattern) > MAX_PATTERN_CHARS:
+        raise ApiError(422, f"invalid pattern: 1 to {MAX_PATTERN_CHARS} characters")
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise ApiError(422, f"invalid pattern: not a regular expression: {exc}") from None
+    return pattern
+
+
+def with_pattern(control: CrawlControl, pattern: str, now: float) -> CrawlControl:
+    """Pure: ``control`` with ``pattern`` added (once)."""
+    if pattern in control.blocked_paths:
+        return control
+    if len(control.blocked_paths) >= MAX_PATTERNS:
+        raise ApiError(409, f"already {MAX_PATTERNS} blocked path patterns; remove one first")
+    return msgspec.structs.replace(control, blocked_paths=[*control.blocked_paths, pattern],
+                                   updated_at=now)
+
+
+def without_pattern(control: CrawlControl, pattern: str, now: float) -> CrawlControl:
+    """Pure: ``control`` without ``pattern``; a 404 if it is not there."""
+    if pattern not in control.blocked_paths:
+        raise ApiError(404, f"no such blocked path pattern: {pattern[:200]!r}")
+    return msgspec.structs.replace(
+        control, blocked_paths=[p for p in control.blocked_paths if p != pattern],
+        updated_at=now)
 
 
 def host_json(state: HostState) -> dict[str, Any]:
@@ -238,6 +285,9 @@ class ControlApi:
             web.put("/v1/hosts/{host}", self.put_host),
             web.post("/v1/pause", self.pause),
             web.post("/v1/resume", self.resume),
+            web.get("/v1/blocked-paths", self.get_blocked_paths),
+            web.post("/v1/blocked-paths", self.add_blocked_path),
+            web.delete("/v1/blocked-paths", self.remove_blocked_path),
         ])
         return app
 
@@ -274,37 +324,65 @@ class ControlApi:
     async def put_host(self, request: web.Request) -> web.Response:
         host = parse_host(request.match_info["host"])
         update = parse_host_update(await request.read())
+        change = host_control(host, update, time.time())
         if self.frontier is not None:
-            delay = update.crawl_delay_seconds
             state = await self.frontier.set_host(
-                host,
-                delay=delay if isinstance(delay, float) else None,
-                clear_delay=delay is None,
-                blocked=update.blocked if isinstance(update.blocked, bool) else None,
-                max_pages=update.max_pages if isinstance(update.max_pages, int) else None)
-        else:
-            state = apply_update(await self.store.get_host(host) or HostState(host=host),
-                                 update)
-            await self.store.put_host(state)
-        log.info("control API: host %s changed to %s", host, host_json(state))
-        return _json(host_json(state))
+                host, delay=change.delay, clear_delay=change.clear_delay,
+                blocked=change.blocked, max_pages=change.max_pages)
+            log.info("control API: host %s changed to %s", host, host_json(state))
+            return _json(host_json(state))
+        # cluster mode: the owning frontier applies the change (it holds the live row);
+        # the answer shows the row as it will be
+        await self.bus.publish(Topic.CONTROL, host, change)
+        state = apply_host_control(await self.store.get_host(host) or HostState(host=host),
+                                   change)
+        log.info("control API: host %s change sent to its frontier: %s", host,
+                 host_json(state))
+        return _json(host_json(state), 202)
 
     async def pause(self, request: web.Request) -> web.Response:
-        return self._set_paused(True)
+        return await self._set_paused(True)
 
     async def resume(self, request: web.Request) -> web.Response:
-        return self._set_paused(False)
+        return await self._set_paused(False)
 
-    def _set_paused(self, paused: bool) -> web.Response:
-        if self.frontier is None:
-            raise ApiError(501, "pause and resume are not supported in cluster mode yet; "
-                                "scale the fetchers to zero to stop fetching")
-        if paused:
-            self.frontier.pause()
-        else:
-            self.frontier.resume()
+    async def _set_paused(self, paused: bool) -> web.Response:
+        control = msgspec.structs.replace(await self.store.get_control(), paused=paused,
+                                          updated_at=time.time())
+        await self._put_control(control)
+        if self.frontier is not None:
+            if paused:
+                self.frontier.pause()
+            else:
+                self.frontier.resume()
         log.info("control API: crawl %s", "paused" if paused else "resumed")
-        return _json({"paused": self.frontier.paused})
+        return _json({"paused": paused})
+
+    async def get_blocked_paths(self, request: web.Request) -> web.Response:
+        return _json({"patterns": (await self.store.get_control()).blocked_paths})
+
+    async def add_blocked_path(self, request: web.Request) -> web.Response:
+        pattern = check_pattern(decode_body(await request.read(), PathPattern).pattern)
+        control = with_pattern(await self.store.get_control(), pattern, time.time())
+        await self._put_control(control)
+        log.info("control API: path pattern %r blocked", pattern)
+        return _json({"patterns": control.blocked_paths})
+
+    async def remove_blocked_path(self, request: web.Request) -> web.Response:
+        pattern = request.query.get("pattern")
+        if pattern is None:
+            raise ApiError(400, "give the pattern to remove as ?pattern=")
+        control = without_pattern(await self.store.get_control(), pattern, time.time())
+        await self._put_control(control)
+        log.info("control API: path pattern %r unblocked", pattern)
+        return _json({"patterns": control.blocked_paths})
+
+    async def _put_control(self, control: CrawlControl) -> None:
+        """Store the switches (every frontier reads them); embedded mode applies them to
+        its frontier at once."""
+        await self.store.put_control(control)
+        if self.frontier is not None:
+            self.frontier.apply_control(control, pause=False)
 
     # -------------------------------------------------------------- serving
 
@@ -350,8 +428,9 @@ async def run(settings: Settings) -> None:
     from common.runtime import make_bus, make_store, run_service
 
     check_service_settings(settings)
-    bus = make_bus(settings)
-    store = make_store(settings)
+    metrics = Metrics.create(roles=())  # the bus and store bundles
+    bus = make_bus(settings, metrics=metrics)
+    store = make_store(settings, metrics=metrics)
     await store.open()
     api = ControlApi(settings, bus, store)
     await api.start()
@@ -366,7 +445,7 @@ async def run(settings: Settings) -> None:
     async def serve() -> None:
         await stopped.wait()
 
-    await run_service("api", [serve()], stop, settings=settings)
+    await run_service("api", [serve()], stop, settings=settings, metrics=metrics)
 
 
 def main(argv: list[str]) -> int:

@@ -75,6 +75,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="page cap of the host")
     _api_options(h, required=True)
 
+    for name, text in (("pause", "pause the crawl through the control API (requests in "
+                                  "flight finish)"),
+                       ("resume", "resume the crawl through the control API")):
+        _api_options(sub.add_parser(name, help=text), required=True)
+
+    bp = sub.add_parser("block-path", help="list, add or remove blocked path patterns "
+                        "(regular expressions on path and query) through the control API")
+    bp.add_argument("pattern", nargs="?", default=None,
+                    help="pattern to add (or with --remove, to remove); none: list them")
+    bp.add_argument("--remove", action="store_true", help="remove the pattern")
+    _api_options(bp, required=True)
+
     for role in ROLES:
         r = sub.add_parser(role, help=f"run one {role} service (settings from CRAWLER_*)")
         r.set_defaults(role=role)
@@ -215,7 +227,7 @@ async def _seed(settings: Settings, seeds: Sequence[str], priority: int | None) 
 
 
 def _cmd_api(args: argparse.Namespace, settings: Settings) -> int:
-    """seed, stats and host through the control API."""
+    """seed, stats, host, pause, resume and block-path through the control API."""
     import json
     import urllib.parse
 
@@ -238,6 +250,22 @@ def _cmd_api(args: argparse.Namespace, settings: Settings) -> int:
         if args.command == "stats":
             answer = asyncio.run(call(args.api, token, "GET", "/v1/stats"))
             print(format_stats(msgspec.convert(answer, CrawlStats)))
+            return 0
+        if args.command in ("pause", "resume"):
+            answer = asyncio.run(call(args.api, token, "POST", f"/v1/{args.command}"))
+            print("paused" if answer["paused"] else "running")
+            return 0
+        if args.command == "block-path":
+            if args.pattern is None:
+                answer = asyncio.run(call(args.api, token, "GET", "/v1/blocked-paths"))
+            elif args.remove:
+                query = urllib.parse.urlencode({"pattern": args.pattern})
+                answer = asyncio.run(call(args.api, token, "DELETE",
+                                          f"/v1/blocked-paths?{query}"))
+            else:
+                answer = asyncio.run(call(args.api, token, "POST", "/v1/blocked-paths",
+                                          {"pattern": args.pattern}))
+            print("\n".join(answer["patterns"]) or "(no blocked path patterns)")
             return 0
         change: dict[str, object] = {}
         if args.clear_delay:

@@ -29,6 +29,7 @@ from typing import TextIO
 
 from common.adapters.local_blobs import LocalBlobStore
 from common.adapters.memory_bus import MemoryBus
+from common.adapters.metered import MeteredStateStore
 from common.adapters.sqlite_store import SqliteStateStore
 from common.archive import ArchiveWriter
 from common.messages import DeadLetter, PageRecord, Topic, encode
@@ -69,15 +70,16 @@ class EmbeddedCrawler:
         self.settings = settings
         out = Path(settings.crawl.out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        self.store = SqliteStateStore(state_path(settings))
+        self.metrics = Metrics.create()  # every role; served when CRAWLER_METRICS_PORT is set
+        self.store = MeteredStateStore(SqliteStateStore(state_path(settings)),
+                                       self.metrics.store)
         self.blobs = LocalBlobStore(str(blob_root(settings)), writer_id=writer_id,
                                     prefix=settings.blob.prefix,
                                     max_bytes=settings.blob.warc_max_bytes)
         self.archive = ArchiveWriter(self.blobs, software=settings.crawl.user_agent)
-        self.bus = MemoryBus(settings.bus, partitions=1)
+        self.bus = MemoryBus(settings.bus, partitions=1, metrics=self.metrics.bus)
         self.http = HttpFetcher(settings)
         self.robots = RobotsCache(self.store, self.http, settings)
-        self.metrics = Metrics.create()  # every role; served when CRAWLER_METRICS_PORT is set
         self.frontier = Frontier(settings, self.bus, self.store, metrics=self.metrics)
         self.fetcher = FetcherStage(settings, self.bus, self.store, self.blobs, self.archive,
                                     self.http, self.robots, metrics=self.metrics)

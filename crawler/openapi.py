@@ -12,6 +12,8 @@ MAX_SEED_URLS = 10_000
 MAX_URL_CHARS = 8192
 MAX_DELAY_SECONDS = 86_400.0
 MAX_PAGES_LIMIT = 1_000_000_000
+MAX_PATTERN_CHARS = 1000
+MAX_PATTERNS = 1000
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -43,12 +45,14 @@ OPENAPI: dict[str, Any] = {
         "version": "1",
         "description": (
             "Operate a running crawl: add seed URLs, read its figures, change per-host "
-            "politeness overrides, pause and resume. Every route but `/v1/health` and "
-            "`/v1/openapi.json` needs the bearer token (`CRAWLER_API_TOKEN`).\n\n"
-            "In cluster mode (`crawler api`), `PUT /v1/hosts/{host}` writes the hosts row "
-            "of the store; the owning frontier applies it the next time it loads the host "
-            "(when it starts, takes over the host's partition, or the host had gone idle). "
-            "Pause and resume are only available in embedded mode."),
+            "politeness overrides, block and unblock path patterns, pause and resume. "
+            "Every route but `/v1/health` and `/v1/openapi.json` needs the bearer token "
+            "(`CRAWLER_API_TOKEN`).\n\n"
+            "In cluster mode (`crawler api`), `PUT /v1/hosts/{host}` sends the change to "
+            "the frontier that owns the host, which applies it to its live row (202); "
+            "pause, resume and blocked path patterns are stored, and every frontier "
+            "reads them every `CRAWLER_CRAWL_CONTROL_INTERVAL` seconds. Embedded mode "
+            "applies every change at once."),
     },
     "servers": [{"url": "/"}],
     "components": {
@@ -122,6 +126,17 @@ OPENAPI: dict[str, Any] = {
                 "type": "object", "required": ["paused"],
                 "properties": {"paused": {"type": "boolean"}},
             },
+            "PathPattern": {
+                "type": "object", "required": ["pattern"], "additionalProperties": False,
+                "properties": {"pattern": {
+                    "type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS,
+                    "description": "A regular expression (Python syntax) searched in "
+                                   "the URL's path and query (`/a/b?x=1`)."}},
+            },
+            "PathPatterns": {
+                "type": "object", "required": ["patterns"],
+                "properties": {"patterns": {"type": "array", "items": {"type": "string"}}},
+            },
             "Health": {
                 "type": "object", "required": ["status"],
                 "properties": {"status": {"type": "string", "enum": ["ok"]}},
@@ -166,25 +181,59 @@ OPENAPI: dict[str, Any] = {
                 "operationId": "putHost",
                 "summary": "Change a host's delay override, block or page cap.",
                 "description": "Fields left out keep their value. Embedded mode applies "
-                               "the change at once; cluster mode writes the row (see "
-                               "above).",
+                               "the change at once (200); cluster mode sends it to the "
+                               "owning frontier and answers with the row as it will be "
+                               "(202).",
                 "requestBody": {"required": True, "content": {"application/json": {
                     "schema": {"$ref": "#/components/schemas/HostUpdate"}}}},
                 "responses": {"200": _ok("The host after the change.", "Host"),
+                              "202": _ok("Cluster mode: the change is on its way to the "
+                                         "host's frontier; the row as it will be.",
+                                         "Host"),
                               "400": _error("Not a host name, or the body is not valid "
                                             "JSON."),
                               "401": _UNAUTHORIZED, "413": _TOO_LARGE, "422": _INVALID},
             },
         },
         "/v1/pause": {"post": {
-            "operationId": "pause", "summary": "Dispatch no new requests (embedded mode).",
-            "responses": {"200": _ok("Paused.", "Paused"), "401": _UNAUTHORIZED,
-                          "501": _error("Not supported in cluster mode.")},
+            "operationId": "pause",
+            "summary": "Dispatch no new requests (those in flight finish).",
+            "responses": {"200": _ok("Paused.", "Paused"), "401": _UNAUTHORIZED},
         }},
         "/v1/resume": {"post": {
-            "operationId": "resume", "summary": "Dispatch again (embedded mode).",
-            "responses": {"200": _ok("Running.", "Paused"), "401": _UNAUTHORIZED,
-                          "501": _error("Not supported in cluster mode.")},
+            "operationId": "resume", "summary": "Dispatch again.",
+            "responses": {"200": _ok("Running.", "Paused"), "401": _UNAUTHORIZED},
         }},
+        "/v1/blocked-paths": {
+            "get": {
+                "operationId": "getBlockedPaths", "summary": "The blocked path patterns.",
+                "responses": {"200": _ok("The patterns.", "PathPatterns"),
+                              "401": _UNAUTHORIZED},
+            },
+            "post": {
+                "operationId": "blockPath",
+                "summary": "Block URLs whose path and query match a pattern.",
+                "description": "Matching URLs are rejected as blocked when they are "
+                               "discovered or reach the head of their host's queue. "
+                               "Adding a pattern twice is harmless.",
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/PathPattern"}}}},
+                "responses": {"200": _ok("The patterns now.", "PathPatterns"),
+                              "400": _BAD_JSON, "401": _UNAUTHORIZED,
+                              "409": _error(f"Already {MAX_PATTERNS} patterns."),
+                              "413": _TOO_LARGE,
+                              "422": _error("Not a regular expression, or a wrong body.")},
+            },
+            "delete": {
+                "operationId": "unblockPath", "summary": "Remove a blocked path pattern.",
+                "description": "URLs rejected while the pattern was in force stay "
+                               "rejected.",
+                "parameters": [{"name": "pattern", "in": "query", "required": True,
+                                "schema": {"type": "string"}}],
+                "responses": {"200": _ok("The patterns now.", "PathPatterns"),
+                              "400": _error("No pattern given."), "401": _UNAUTHORIZED,
+                              "404": _error("No such pattern.")},
+            },
+        },
     },
 }

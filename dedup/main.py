@@ -10,10 +10,10 @@ from dedup.service import DedupStage
 
 
 async def run(settings: Settings) -> None:
-    bus = make_bus(settings)
-    store = make_store(settings)
-    await store.open()
     metrics = Metrics.create(roles=("dedup",))
+    bus = make_bus(settings, metrics=metrics)
+    store = make_store(settings, metrics=metrics)
+    await store.open()
     stage = DedupStage(settings, bus, store, metrics=metrics)
 
     async def stop() -> None:

@@ -7,9 +7,10 @@ here: a page's 64-bit SimHash is looked up in the block index (a few probes, not
 scan) and compared by Hamming distance.
 
 For each page this stage publishes, in this order: the outlinks of a unique page
-(topic discovered, grouped by host), one page record (topic pages), and the verdict
-(topic status) that closes the URL in its frontier. Redelivery repeats them harmlessly:
-the frontier ignores known links and closed URLs.
+(topic discovered, one message per bus partition, so per frontier owner), one page
+record (topic pages), and the verdict (topic status) that closes the URL in its
+frontier. Redelivery repeats them harmlessly: the frontier ignores known links and
+closed URLs.
 """
 
 from __future__ import annotations
@@ -86,7 +87,15 @@ class DedupStage:
             content_hash=page.content_hash))
 
     async def _publish_links(self, page: ParsedPage) -> None:
-        by_host: dict[str, list[Link]] = {}
+        """One Discovered message per bus partition that the page links into.
+
+        Every host of a partition has the same frontier owner, so one message carries
+        all the links that owner takes, and it records them in one store write (in
+        embedded mode, with one partition: one message per page). The message is keyed
+        by the first host of its group, which puts it in that partition.
+        """
+        groups: dict[int, tuple[str, list[Link]]] = {}
+        partition_of: dict[str, int] = {}
         depth = page.depth + 1
         priority = min(self.settings.crawl.priority_levels - 1, max(page.priority, 1))
         for url in page.links:
@@ -94,10 +103,17 @@ class DedupStage:
                 host = urls.host_key(url)
             except urls.UrlError:
                 continue
-            by_host.setdefault(host, []).append(
-                Link(url=url, depth=depth, priority=priority, kind=LinkKind.LINK,
-                     source=page.url))
-        for host, links in by_host.items():
+            partition = partition_of.get(host)
+            if partition is None:
+                partition = partition_of[host] = self.bus.partition_of(Topic.DISCOVERED, host)
+            link = Link(url=url, depth=depth, priority=priority, kind=LinkKind.LINK,
+                        source=page.url)
+            group = groups.get(partition)
+            if group is None:
+                groups[partition] = (host, [link])
+            else:
+                group[1].append(link)
+        for host, links in groups.values():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
 
 

@@ -13,8 +13,9 @@ from fetcher.service import FetcherStage
 
 
 async def run(settings: Settings) -> None:
-    bus = make_bus(settings)
-    store = make_store(settings)
+    metrics = Metrics.create(roles=("fetcher",))
+    bus = make_bus(settings, metrics=metrics)
+    store = make_store(settings, metrics=metrics)
     writer = writer_id("fetcher")
     blobs = make_blobs(settings, writer)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
@@ -23,7 +24,6 @@ async def run(settings: Settings) -> None:
     await store.open()
     await http.start()
     robots = RobotsCache(store, http, settings)
-    metrics = Metrics.create(roles=("fetcher",))
     stage = FetcherStage(settings, bus, store, blobs, archive, http, robots, metrics=metrics)
 
     async def stop() -> None:

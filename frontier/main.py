@@ -11,10 +11,10 @@ from frontier.service import Frontier
 
 
 async def run(settings: Settings) -> None:
-    bus = make_bus(settings)
-    store = make_store(settings)
-    await store.open()
     metrics = Metrics.create(roles=("frontier",))
+    bus = make_bus(settings, metrics=metrics)
+    store = make_store(settings, metrics=metrics)
+    await store.open()
     frontier = Frontier(settings, bus, store, embedded=False, metrics=metrics)
     on_dump(frontier.describe)
 
@@ -24,7 +24,9 @@ async def run(settings: Settings) -> None:
         await store.close()
 
     await run_service("frontier", [
-        bus.consume("frontier", (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS),
+        bus.consume("frontier",
+                    (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS, Topic.CONTROL),
                     frontier.handle, on_assign=frontier.assign),
         frontier.run(),
+        frontier.watch_control(settings.crawl.control_interval),
     ], stop, settings=settings, metrics=metrics)

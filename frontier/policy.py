@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import msgspec
 
@@ -24,6 +24,7 @@ from common.messages import (
     RETRYABLE_OUTCOMES,
     FetchOutcome,
     FetchResult,
+    HostControl,
     Link,
     LinkKind,
     Reason,
@@ -91,6 +92,31 @@ def host_blocked(host: str, blocked: Sequence[str]) -> bool:
     return False
 
 
+def path_blocked(url: str, patterns: Sequence[re.Pattern[str]],
+                 parts: SplitResult | None = None) -> bool:
+    """True if any pattern matches the URL's path and query (``/a/b?x=1``)."""
+    if parts is None:
+        parts = urlsplit(url)
+    path_query = parts.path + ("?" + parts.query if parts.query else "")
+    return any(p.search(path_query) for p in patterns)
+
+
+def apply_host_control(state: HostState, change: HostControl) -> HostState:
+    """The host row after an operator's change (pure; the row is copied). Raising the
+    page cap reopens a host that had reached it."""
+    state = msgspec.structs.replace(state)
+    if change.clear_delay:
+        state.delay_override = None
+    elif change.delay is not None:
+        state.delay_override = change.delay
+    if change.blocked is not None:
+        state.blocked = change.blocked
+    if change.max_pages is not None:
+        state.max_pages = change.max_pages
+        state.capped = False
+    return state
+
+
 def trap_reason(url: str, host: str, depth: int, rules: TrapRules,
                 extra_patterns: Sequence[re.Pattern[str]] = (),
                 extra_blocked_hosts: Sequence[str] = ()) -> Reason | None:
@@ -107,10 +133,8 @@ def trap_reason(url: str, host: str, depth: int, rules: TrapRules,
     if host_blocked(host, s.blocked_hosts) or host_blocked(host, extra_blocked_hosts):
         return Reason.BLOCKED
     parts = urlsplit(url)
-    path_query = parts.path + ("?" + parts.query if parts.query else "")
-    for pat in (*rules.patterns, *extra_patterns):
-        if pat.search(path_query):
-            return Reason.BLOCKED
+    if path_blocked(url, (*rules.patterns, *extra_patterns), parts):
+        return Reason.BLOCKED
     segments = [seg for seg in parts.path.split("/") if seg]
     if len(segments) > s.max_path_segments:
         return Reason.TRAP_SEGMENTS

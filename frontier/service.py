@@ -22,6 +22,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import re
 import time
 import uuid
 from collections import Counter, OrderedDict, deque
@@ -36,6 +37,7 @@ from common.messages import (
     FetchOutcome,
     FetchResult,
     FetchTask,
+    HostControl,
     Link,
     Reason,
     StatusUpdate,
@@ -43,12 +45,14 @@ from common.messages import (
     UrlStatus,
 )
 from common.metrics import Metrics
-from common.ports import Bus, Delivery, HostState, StateStore, UrlState
+from common.ports import Bus, CrawlControl, Delivery, HostState, StateStore, UrlState
 from common.settings import Settings, parse_host_map
 from frontier.policy import (
     NO_REQUEST_OUTCOMES,
     TrapRules,
+    apply_host_control,
     apply_result,
+    path_blocked,
     politeness_delay,
     refresh_at,
     refreshed,
@@ -116,6 +120,8 @@ class Frontier:
         self.metrics = (metrics or Metrics.create(roles=(), process=False)).frontier
         self.max_outstanding = max(1, settings.fetcher.concurrency * 2)
         self.paused = False
+        self.control = CrawlControl()
+        self._blocked_paths: tuple[re.Pattern[str], ...] = ()
         self._slots: dict[str, HostSlot] = {}
         self._early: OrderedDict[tuple[str, str], StatusUpdate] = OrderedDict()
         self._timer: list[tuple[float, int, str]] = []
@@ -164,6 +170,7 @@ class Frontier:
         rows (stored but not yet parsed or deduplicated) are handed to the parser again.
         """
         now = self.clock()
+        await self.refresh_control()
         async with self._lock:
             rows = [r for r in await self.store.urls_with_status(UrlStatus.IN_FLIGHT,
                                                                  10_000_000)
@@ -240,6 +247,8 @@ class Frontier:
                 await self._on_result(msg)
             elif isinstance(msg, StatusUpdate):
                 await self._on_status(msg)
+            elif isinstance(msg, HostControl):
+                await self._on_host_control(msg)
             else:
                 raise TypeError(f"frontier cannot handle {type(msg).__name__}")
         self._wake.set()
@@ -265,7 +274,7 @@ class Frontier:
                 continue
             row = UrlState(host=host, url=url, depth=link.depth, priority=link.priority,
                            hops=link.hops, source=link.source, discovered_at=now)
-            reason = trap_reason(url, host, link.depth, self.rules)
+            reason = trap_reason(url, host, link.depth, self.rules, self._blocked_paths)
             if reason is None:
                 slot = self._slots.get(host)
                 state = slot.state if slot else await self.store.get_host(host)
@@ -495,6 +504,14 @@ class Frontier:
                 del self._slots[host]  # idle: its row is in the store
             return
         row = slot.head.popleft()
+        if self._blocked_paths and path_blocked(row.url, self._blocked_paths):
+            row.status = UrlStatus.REJECTED
+            row.reason = Reason.BLOCKED
+            await self.store.put_url(row)
+            self.counters.rejected[Reason.BLOCKED.value] += 1
+            self.metrics.count_rejected(Reason.BLOCKED, 1)
+            self._schedule(host, slot, now)
+            return
         row.status = UrlStatus.IN_FLIGHT
         row.attempts += 1
         task_id = uuid.uuid4().hex
@@ -508,7 +525,10 @@ class Frontier:
         fs = self.settings.fetcher
         state.lease_until = max(state.lease_until, now + 2 * fs.total_timeout + delay
                                 + self.settings.politeness.max_crawl_delay)
-        await self.store.put_host(state)
+        if not self.embedded:
+            # the lease is for a later owner; embedded mode drops it on recovery, so the
+            # host row is written with the fetch result instead (one write less per page)
+            await self.store.put_host(state)
         task = FetchTask(task_id=task_id, url=row.url, host=host, depth=row.depth,
                          priority=row.priority, attempt=row.attempts, hops=row.hops,
                          etag=row.etag, last_modified=row.last_modified,
@@ -571,20 +591,66 @@ class Frontier:
                        clear_delay: bool = False) -> HostState:
         """Operator overrides of one host; ``clear_delay`` drops its delay override."""
         async with self._lock:
-            slot = await self._slot(host)
-            if clear_delay:
-                slot.state.delay_override = None
-            elif delay is not None:
-                slot.state.delay_override = delay
-            if blocked is not None:
-                slot.state.blocked = blocked
-            if max_pages is not None:
-                slot.state.max_pages = max_pages
-                slot.state.capped = False
-            await self.store.put_host(slot.state)
-            self._schedule(host, slot, slot.state.next_allowed_at)
+            state = await self._set_host(HostControl(
+                host=host, delay=delay, clear_delay=clear_delay, blocked=blocked,
+                max_pages=max_pages))
         self._wake.set()
-        return slot.state
+        return state
+
+    async def _on_host_control(self, msg: HostControl) -> None:
+        if not self.owns(msg.host):
+            # the partition moved away meanwhile: the row is the new owner's to load
+            old = await self.store.get_host(msg.host) or HostState(host=msg.host)
+            await self.store.put_host(apply_host_control(old, msg))
+            return
+        state = await self._set_host(msg)
+        log.info("frontier: host %s changed by the operator: delay override %s, "
+                 "blocked %s, max pages %s", msg.host, state.delay_override, state.blocked,
+                 state.max_pages)
+
+    async def _set_host(self, change: HostControl) -> HostState:
+        slot = await self._slot(change.host)
+        state = apply_host_control(slot.state, change)
+        slot.state = state
+        await self.store.put_host(state)
+        self._schedule(change.host, slot, state.next_allowed_at)
+        return state
+
+    def apply_control(self, control: CrawlControl, *, pause: bool = True) -> None:
+        """Take the operator's crawl-wide switches: blocked path patterns and, unless
+        ``pause`` is False (embedded mode starting up), the pause switch. A pattern
+        that does not compile is skipped with an error (the API refuses such patterns;
+        this guards against a row written by other means)."""
+        if control.blocked_paths != self.control.blocked_paths:
+            compiled: list[re.Pattern[str]] = []
+            for pattern in control.blocked_paths:
+                try:
+                    compiled.append(re.compile(pattern))
+                except re.error as exc:
+                    log.error("frontier: blocked path pattern %r ignored: %s", pattern, exc)
+            self._blocked_paths = tuple(compiled)
+            log.info("frontier: blocked path patterns now %s", control.blocked_paths)
+        self.control = control
+        if pause and control.paused != self.paused:
+            if control.paused:
+                self.pause()
+            else:
+                self.resume()
+            log.info("frontier: crawl %s by the operator",
+                     "paused" if control.paused else "resumed")
+
+    async def refresh_control(self) -> None:
+        """Read the control row and apply it (pause only in cluster mode)."""
+        self.apply_control(await self.store.get_control(), pause=not self.embedded)
+
+    async def watch_control(self, interval: float) -> None:
+        """Cluster mode: follow the control row (every frontier reads it)."""
+        while not self._stopped:
+            try:
+                await self.refresh_control()
+            except Exception as exc:  # a store hiccup must not stop the frontier
+                log.warning("frontier: reading the control row failed: %s", exc)
+            await asyncio.sleep(interval)
 
 
 def _replay_result(row: UrlState) -> FetchResult:

@@ -11,12 +11,12 @@ from parser.service import ParserStage
 
 
 async def run(settings: Settings) -> None:
-    bus = make_bus(settings)
+    metrics = Metrics.create(roles=("parser",))
+    bus = make_bus(settings, metrics=metrics)
     writer = writer_id("parser")
     blobs = make_blobs(settings, writer)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")
-    metrics = Metrics.create(roles=("parser",))
     stage = ParserStage(settings, bus, blobs, archive, metrics=metrics)
 
     async def stop() -> None:

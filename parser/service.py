@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import msgspec
 
 from common import urls
-from common.archive import ArchiveWriter, read_response
+from common.archive import ArchiveWriter, Written, read_response
 from common.messages import FetchOutcome, FetchResult, ParsedPage, RecordPointer, Topic
 from common.metrics import Metrics
 from common.ports import BlobStore, Bus, Delivery
@@ -97,17 +97,10 @@ class ParserStage:
         if result.duplicate_of is not None:
             return msgspec.structs.replace(base, duplicate_of=result.duplicate_of)
         try:
-            started = time.perf_counter()
-            stored = await asyncio.to_thread(read_response, self.blobs, record)
-            content_type = _header(stored.headers, "content-type") or result.content_type
-            x_robots = _header(stored.headers, "x-robots-tag") or result.x_robots_tag
-            found = await asyncio.to_thread(
-                analyse, stored.body, content_type, task.url, x_robots_tag=x_robots,
-                product_token=self.settings.crawl.user_agent_product, tracking=self.tracking)
-            elapsed = time.perf_counter() - started
-            text_written = await asyncio.to_thread(
-                self.archive.write_text, url=task.url, text=found.text,
-                fetched_at=result.fetched_at, refers_to_record_id=stored.record_id)
+            # one hop to a worker thread for the whole page: each hop costs the event
+            # loop a wake-up, and these steps always run together
+            found, text_written, simhash, elapsed = await asyncio.to_thread(
+                self._parse_sync, result, record)
         except Exception as exc:  # a hostile page must end as a recorded outcome
             self.failed += 1
             self.metrics.parser.parse_failures.inc()
@@ -120,10 +113,30 @@ class ParserStage:
         pm.links_extracted.inc(len(found.links))
         pm.text_bytes.inc(len(found.text.encode()))
         return msgspec.structs.replace(
-            base, simhash=simhash64(found.text) if found.text.strip() else None,
+            base, simhash=simhash,
             text_chars=len(found.text), title=found.title,
             text_record=text_written.pointer, links=found.links, noindex=found.noindex,
             nofollow=found.nofollow)
+
+    def _parse_sync(self, result: FetchResult, record: RecordPointer
+                    ) -> tuple[Extracted, Written, int | None, float]:
+        """Read the stored response, analyse it, write its text record, fingerprint the
+        text (in a worker thread). Returns the analysis, the text record, the SimHash
+        (None for a text without words) and the seconds spent reading and analysing."""
+        task = result.task
+        started = time.perf_counter()
+        stored = read_response(self.blobs, record)
+        content_type = _header(stored.headers, "content-type") or result.content_type
+        x_robots = _header(stored.headers, "x-robots-tag") or result.x_robots_tag
+        found = analyse(stored.body, content_type, task.url, x_robots_tag=x_robots,
+                        product_token=self.settings.crawl.user_agent_product,
+                        tracking=self.tracking)
+        elapsed = time.perf_counter() - started
+        text_written = self.archive.write_text(
+            url=task.url, text=found.text, fetched_at=result.fetched_at,
+            refers_to_record_id=stored.record_id)
+        simhash = simhash64(found.text) if found.text.strip() else None
+        return found, text_written, simhash, elapsed
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str | None:

@@ -4,6 +4,7 @@
     python -m simweb --scenario generated:10:500:1
     python -m simweb --scenario path/to/scenario.json
     python -m simweb dump seed > seed.json
+    python -m simweb seeds --scenario seed --port 8081   # the seed URLs, one a line
 
 When serving, the first line on stdout is JSON with the port, the DNS port and the seed
 URLs; the server runs until SIGINT or SIGTERM.
@@ -21,13 +22,16 @@ import sys
 from simweb.model import ScenarioError, dump_scenario
 from simweb.scenarios import build_features, build_seed, load
 from simweb.server import SimWeb
+from simweb.site import Site
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m simweb",
                                      description="Serve a simulated web on loopback.")
-    parser.add_argument("command", nargs="?", choices=("serve", "dump"), default="serve",
-                        help="serve (default) or dump: print the scenario as JSON")
+    parser.add_argument("command", nargs="?", choices=("serve", "dump", "seeds"),
+                        default="serve",
+                        help="serve (default); dump: print the scenario as JSON; seeds: "
+                             "print its seed URLs for a server on --port")
     parser.add_argument("name", nargs="?", help="scenario for dump (like --scenario)")
     parser.add_argument("--scenario", default="seed",
                         help="seed, features, generated:HOSTS:PAGES[:SEED] or a JSON file")
@@ -65,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
             builders = {"seed": build_seed, "features": build_features}
             scenario = builders[name]() if name in builders else load(name)
             sys.stdout.buffer.write(dump_scenario(scenario))
+            return 0
+        if args.command == "seeds":
+            site = Site(load(args.name or args.scenario), port=args.port or None)
+            print("\n".join(site.seed_urls()))
             return 0
         asyncio.run(_serve(args))
     except ScenarioError as exc:

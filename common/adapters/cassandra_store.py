@@ -111,7 +111,14 @@ from cassandra.query import (
 from common.adapters.int64 import to_signed, to_unsigned
 from common.adapters.sqlite_store import SchemaError
 from common.messages import RecordPointer, UrlStatus
-from common.ports import HostState, RobotsRecord, UrlState
+from common.ports import (
+    CrawlControl,
+    HostState,
+    RobotsRecord,
+    UrlState,
+    decode_control,
+    encode_control,
+)
 from common.settings import StoreSettings
 
 __all__ = [
@@ -208,6 +215,7 @@ TABLES: tuple[_Table, ...] = (
            "(content_hash)"),
     _Table("simhash_blocks", {"block_key": "bigint", "url": "text", "simhash": "bigint"},
            "((block_key), url)"),
+    _Table("control", {"name": "text", "value": "text"}, "(name)"),
 )
 _TABLES = {t.name: t for t in TABLES}
 
@@ -567,6 +575,8 @@ class CassandraStateStore:
             "get_host": (f"SELECT {_HOSTS.select} FROM {ks}.hosts WHERE host = ?",
                          self._read),
             "list_hosts": (f"SELECT {_HOSTS.select} FROM {ks}.hosts", self._read),
+            "put_control": (insert("control", ("name", "value")), self._write),
+            "get_control": (f"SELECT value FROM {ks}.control WHERE name = ?", self._read),
             "put_robots": (insert("robots", _ROBOTS.columns), self._write),
             "get_robots": (f"SELECT {_ROBOTS.select} FROM {ks}.robots WHERE origin = ?",
                            self._read),
@@ -938,6 +948,15 @@ class CassandraStateStore:
         """Every host row, sorted by host (a scan of the hosts table)."""
         hosts = [_HOSTS.decode(r) for r in await self._all_rows("list_hosts", ())]
         return sorted(hosts, key=lambda h: h.host)
+
+    # ---------------------------------------------------------------- control
+
+    async def get_control(self) -> CrawlControl:
+        rows = await self._rows("get_control", ("crawl",))
+        return decode_control(rows[0][0]) if rows else CrawlControl()
+
+    async def put_control(self, row: CrawlControl) -> None:
+        await self._query("put_control", ("crawl", encode_control(row)))
 
     # ----------------------------------------------------------------- robots
 

@@ -49,17 +49,31 @@ How it behaves:
   progress are cancelled (their messages stay uncommitted and are redelivered), done
   work is committed, consumers leave their groups, the producer is flushed and closed.
   ``consume`` after ``stop`` returns at once; ``publish`` after ``stop`` raises.
+- **Metrics.** With ``metrics`` (a :class:`~common.metrics.BusMetrics`), the bus counts
+  per topic the messages published (when the broker acknowledged them), the messages
+  handed to a handler (once per delivery, not per retry; a message redelivered after a
+  rebalance or a restart counts again), every handler call that raised and every
+  message sent to the dead-letter topic. Consumer lag comes from librdkafka's
+  statistics (``statistics.interval.ms`` = ``lag_interval``): for each partition the
+  consumer owns, the end of the log minus the group's committed offset, summed per
+  topic (and over every ``consume`` of the process that reads the topic). A partition
+  the group never committed counts from the low watermark, since consuming starts
+  there (``auto.offset.reset=earliest``). Offsets are committed only up to what
+  handlers finished, so the lag counts messages waiting or in progress; it is as fresh
+  as the last statistics (and the high watermark of a paused partition is not
+  refreshed until it resumes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -79,11 +93,12 @@ from common.messages import (
     decode_topic,
     encode,
 )
+from common.metrics import BusMetrics
 from common.ports import AssignCallback, Delivery, Handler
 from common.ring import HostRing
 from common.settings import BusSettings
 
-__all__ = ["KafkaBus", "KafkaBusError"]
+__all__ = ["KafkaBus", "KafkaBusError", "consumer_lag"]
 
 log = logging.getLogger(__name__)
 client_log = logging.getLogger(__name__ + ".rdkafka")  # librdkafka's own log lines
@@ -149,6 +164,52 @@ def _kafka_text(exc: KafkaException) -> str:
     return error.str() if isinstance(error, KafkaError) else str(exc)
 
 
+def _offset(info: Mapping[str, Any], name: str) -> int | None:
+    value = info.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _partition_lag(info: Mapping[str, Any], *, read_committed: bool,
+                   from_start: bool) -> int | None:
+    """The lag of one partition's statistics, or None when it is not known yet."""
+    lag = _offset(info, "consumer_lag")  # end of the log - committed offset; -1: unknown
+    if lag is not None and lag >= 0:
+        return lag
+    if not from_start or info.get("fetch_state") != "active":
+        return None
+    # Never committed by the group: consuming started at the low watermark.
+    committed = _offset(info, "committed_offset")
+    low = _offset(info, "lo_offset")
+    end = _offset(info, "ls_offset" if read_committed else "hi_offset")
+    if committed is None or committed >= 0 or low is None or end is None:
+        return None
+    return end - low if 0 <= low <= end else None
+
+
+def consumer_lag(stats: Mapping[str, Any], owned: Iterable[tuple[str, int]], *,
+                 read_committed: bool = True, from_start: bool = True) -> dict[str, int]:
+    """Messages not yet committed, per Kafka topic, summed over the ``owned``
+    (topic, partition) pairs, from one librdkafka statistics object (its
+    ``topics.<name>.partitions.<p>`` entries). A partition whose lag is not known yet
+    counts 0. ``read_committed`` says which end of the log librdkafka measures from
+    (``isolation.level``); ``from_start`` that a group without a committed offset
+    starts at the low watermark (``auto.offset.reset=earliest``).
+    """
+    topics = stats.get("topics")
+    out: dict[str, int] = {}
+    for name, partition in owned:
+        out.setdefault(name, 0)
+        if partition < 0 or not isinstance(topics, Mapping):
+            continue
+        topic = topics.get(name)
+        partitions = topic.get("partitions") if isinstance(topic, Mapping) else None
+        info = partitions.get(str(partition)) if isinstance(partitions, Mapping) else None
+        if isinstance(info, Mapping):
+            out[name] += _partition_lag(info, read_committed=read_committed,
+                                        from_start=from_start) or 0
+    return out
+
+
 class KafkaBus:
     """:class:`~common.ports.Bus` on Apache Kafka (see the module docstring).
 
@@ -165,6 +226,9 @@ class KafkaBus:
     - ``pause_after``: how long a full ``consume`` stops reading before it pauses;
     - ``session_timeout``: after this long without heartbeats a consumer's partitions
       go to the rest of its group;
+    - ``metrics``: where to count traffic, errors and consumer lag (none by default);
+    - ``lag_interval``: how often librdkafka reports statistics, from which the
+      consumer lag is taken (only with ``metrics``);
     - ``producer_config``, ``consumer_config``: librdkafka settings that add to or
       override the ones this class sets.
     """
@@ -181,7 +245,9 @@ class KafkaBus:
                  pause_after: float = 1.0,
                  session_timeout: float = 15.0,
                  producer_config: Mapping[str, Any] | None = None,
-                 consumer_config: Mapping[str, Any] | None = None) -> None:
+                 consumer_config: Mapping[str, Any] | None = None,
+                 metrics: BusMetrics | None = None,
+                 lag_interval: float = 5.0) -> None:
         if ring is None:
             ring = HostRing(settings.partitions)
         if ring.partitions != settings.partitions:
@@ -190,7 +256,8 @@ class KafkaBus:
         for name, value in (("start_timeout", start_timeout),
                             ("delivery_timeout", delivery_timeout),
                             ("commit_interval", commit_interval),
-                            ("session_timeout", session_timeout)):
+                            ("session_timeout", session_timeout),
+                            ("lag_interval", lag_interval)):
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
         if min(retry_backoff, max_retry_backoff, revoke_timeout, pause_after) < 0:
@@ -212,6 +279,10 @@ class KafkaBus:
         self.prefetch = prefetch
         self.pause_after = pause_after
         self.session_timeout = session_timeout
+        self.lag_interval = lag_interval
+        self._metrics = metrics
+        self._lag_lock = threading.Lock()  # poll threads of several consumes report lag
+        self._lags: dict[_Consumption, dict[Topic, int]] = {}
         self._producer_overrides = dict(producer_config or {})
         self._consumer_overrides = dict(consumer_config or {})
         self._names = {topic: self.topic_name(topic) for topic in Topic}
@@ -486,6 +557,8 @@ class KafkaBus:
                 raise KafkaBusError(f"publish to {name} at {self.bootstrap} failed: "
                                     f"{_kafka_text(exc)}") from None
         await future
+        if self._metrics is not None:
+            self._metrics.count_published(topic)
 
     # ---------------------------------------------------------------- consuming
 
@@ -519,9 +592,14 @@ class KafkaBus:
             if not self._consumptions:
                 self._no_consumers.set()
 
-    def _consumer_config(self, group: str) -> dict[str, Any]:
+    def _consumer_config(self, group: str,
+                         stats_cb: Callable[[str], None] | None = None) -> dict[str, Any]:
         session_ms = int(self.session_timeout * 1000)
-        return self._base_config() | {
+        config = self._base_config()
+        if stats_cb is not None and self._metrics is not None:
+            config |= {"statistics.interval.ms": max(1, round(self.lag_interval * 1000)),
+                       "stats_cb": stats_cb}
+        return config | {
             "group.id": self.group_id(group),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -548,6 +626,8 @@ class KafkaBus:
         while True:
             try:
                 await self.publish(Topic.DEAD_LETTER, record.key, letter)
+                if self._metrics is not None:
+                    self._metrics.count_dead_lettered(record.topic)
                 return True
             except KafkaBusError as exc:
                 failures += 1
@@ -559,6 +639,27 @@ class KafkaBus:
 
     def _backoff(self, attempt: int) -> float:
         return float(min(self.retry_backoff * 2 ** (attempt - 1), self.max_retry_backoff))
+
+    def _report_lag(self, consumption: _Consumption, lags: Mapping[Topic, int]) -> None:
+        """Record the lag of one consume's topics and set each topic's gauge to the
+        sum over every consume that reads it (called from polling threads)."""
+        metrics = self._metrics
+        if metrics is None:
+            return
+        with self._lag_lock:
+            self._lags[consumption] = dict(lags)
+            for topic in lags:
+                metrics.set_lag(topic, sum(v.get(topic, 0) for v in self._lags.values()))
+
+    def _forget_lag(self, consumption: _Consumption) -> None:
+        """A consume ended: its partitions no longer count."""
+        metrics = self._metrics
+        if metrics is None:
+            return
+        with self._lag_lock:
+            gone = self._lags.pop(consumption, {})
+            for topic in gone:
+                metrics.set_lag(topic, sum(v.get(topic, 0) for v in self._lags.values()))
 
 
 def _log_commit(error: KafkaError | None, partitions: list[TopicPartition]) -> None:
@@ -644,6 +745,8 @@ class _Consumption:
         self.low = self.high // 2
         self.paused = False
         self.room = threading.Event()  # set by the loop when outstanding falls to low
+        self.read_committed = True  # the consumer's isolation.level (set by the thread)
+        self.from_start = True  # auto.offset.reset is earliest (set by the thread)
         self.inbox: asyncio.Queue[_Event] = asyncio.Queue()
         self.thread_done: asyncio.Future[None] = self.loop.create_future()
         self.thread = threading.Thread(target=self._poll_thread,
@@ -774,6 +877,7 @@ class _Consumption:
             if await bus._dead_letter(record, _describe(exc), attempts=1):
                 self._ack(record)
             return
+        metrics = bus._metrics
         attempt = 1
         while True:
             if record.part.revoked:
@@ -781,6 +885,8 @@ class _Consumption:
             delivery = Delivery(topic=record.topic, key=record.key, message=message,
                                 partition=record.part.partition, offset=record.offset,
                                 attempt=attempt)
+            if metrics is not None and attempt == 1:
+                metrics.count_consumed(record.topic)
             try:
                 await self.handler(delivery)
             except asyncio.CancelledError as exc:
@@ -793,6 +899,8 @@ class _Consumption:
             else:
                 self._ack(record)
                 return
+            if metrics is not None:
+                metrics.count_handler_error(record.topic)
             if attempt >= bus.max_delivery_attempts:
                 log.error("message failed %d times; sent to dead letters", attempt,
                           extra=context | {"error": _describe(error)})
@@ -813,7 +921,12 @@ class _Consumption:
         error: BaseException | None = None
         consumer: Consumer | None = None
         try:
-            consumer = Consumer(self.bus._consumer_config(self.group))
+            config = self.bus._consumer_config(self.group, stats_cb=self._on_stats)
+            self.read_committed = config.get("isolation.level",
+                                             "read_committed") == "read_committed"
+            self.from_start = config.get("auto.offset.reset") in ("earliest", "smallest",
+                                                                  "beginning")
+            consumer = Consumer(config)
             consumer.subscribe([self.bus._names[t] for t in self.topics],
                                on_assign=self._on_assign, on_revoke=self._on_revoke,
                                on_lost=self._on_lost)
@@ -836,7 +949,28 @@ class _Consumption:
                     consumer.close()
                 except Exception as exc:  # closing is best effort
                     log.warning("closing the consumer failed: %s", exc)
+            self.bus._forget_lag(self)  # after close: no statistics come any more
             _call_in_loop(self.loop, _resolve, self.thread_done, error)
+
+    def _on_stats(self, text: str) -> None:
+        """librdkafka's statistics (on the polling thread, inside ``poll``): set the lag
+        of this consume's topics over the partitions it owns now."""
+        try:
+            stats = json.loads(text)
+            if not isinstance(stats, dict):
+                return
+            by_name = consumer_lag(stats, list(self.parts),
+                                   read_committed=self.read_committed,
+                                   from_start=self.from_start)
+            lags = {topic: 0 for topic in self.topics}
+            for name, lag in by_name.items():
+                topic = self.bus._topics_by_name.get(name)
+                if topic is not None:
+                    lags[topic] = lags.get(topic, 0) + lag
+            self.bus._report_lag(self, lags)
+        except Exception as exc:  # statistics are best effort; never break the consumer
+            log.warning("cannot read the consumer statistics: %r", exc,
+                        extra={"group": self.group})
 
     def _flow_control(self, consumer: Consumer) -> None:
         """Hold reading while ``high`` records are outstanding, until ``low`` are.

@@ -40,6 +40,12 @@ How it behaves, and where it differs from Kafka:
   handler publishes its follow-up messages before it returns, so ``pending`` does not
   touch zero between a message and the work it causes; work that waits on a timer
   outside the bus is not counted.
+- **Metrics.** With ``metrics`` (a :class:`~common.metrics.BusMetrics`), the bus counts
+  per topic the messages published, the messages handed to a handler (once per
+  delivery, not per retry), every handler call that raised and every message sent to
+  the dead-letter topic; its consumer lag is the number of deliveries of the topic not
+  yet acknowledged (queued or in progress), summed over the groups. Backlogs of
+  undeclared topics are not lag: no group consumes them.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from common.messages import (
     decode_topic,
     encode,
 )
+from common.metrics import BusMetrics
 from common.ports import AssignCallback, Delivery, Handler
 from common.settings import BusSettings
 
@@ -114,7 +121,8 @@ class MemoryBus:
 
     ``partitions`` and ``max_delivery_attempts`` default to ``settings`` (or 1 and 5
     without settings); explicit arguments win. ``partitioner`` maps a key to a
-    partition in ``range(partitions)``.
+    partition in ``range(partitions)``. ``metrics``, when given, records the bus's
+    traffic, errors and lag (see the module docstring).
     """
 
     def __init__(self, settings: BusSettings | None = None, *,
@@ -123,7 +131,8 @@ class MemoryBus:
                  partitioner: Callable[[str], int] | None = None,
                  retry_backoff: float = 0.05,
                  max_retry_backoff: float = 1.0,
-                 backlog_limit: int = 100_000) -> None:
+                 backlog_limit: int = 100_000,
+                 metrics: BusMetrics | None = None) -> None:
         if partitions is None:
             partitions = settings.partitions if settings is not None else 1
         if max_delivery_attempts is None:
@@ -149,6 +158,8 @@ class MemoryBus:
         self._backlog: dict[Topic, deque[_Entry]] = defaultdict(deque)
         self._offsets: dict[tuple[Topic, int], int] = defaultdict(int)
         self._counters: dict[Topic, TopicCounters] = defaultdict(TopicCounters)
+        self._metrics = metrics
+        self._unacknowledged: dict[Topic, int] = defaultdict(int)  # per topic, all groups
         self._pending = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -192,6 +203,8 @@ class MemoryBus:
         self._offsets[(topic, partition)] = offset + 1
         entry = _Entry(topic, key, payload, partition, offset)
         self._counters[topic].published += 1
+        if self._metrics is not None:
+            self._metrics.count_published(topic)
         groups = self._subscribers.get(topic)
         if not groups:
             backlog = self._backlog[topic]
@@ -208,11 +221,19 @@ class MemoryBus:
         group.wakeup.set()
         self._pending += 1
         self._idle.clear()
+        self._unacknowledged[entry.topic] += 1
+        self._report_lag(entry.topic)
 
-    def _acknowledged(self) -> None:
+    def _acknowledged(self, topic: Topic) -> None:
         self._pending -= 1
         if self._pending == 0:
             self._idle.set()
+        self._unacknowledged[topic] -= 1
+        self._report_lag(topic)
+
+    def _report_lag(self, topic: Topic) -> None:
+        if self._metrics is not None:
+            self._metrics.set_lag(topic, self._unacknowledged[topic])
 
     # ----------------------------------------------------------------- consuming
 
@@ -300,7 +321,7 @@ class MemoryBus:
                 raise
             finally:
                 group.in_flight -= 1
-            self._acknowledged()
+            self._acknowledged(entry.topic)
             await asyncio.sleep(0)  # let others run between messages
 
     async def _deliver(self, entry: _Entry, handler: Handler) -> None:
@@ -315,6 +336,9 @@ class MemoryBus:
             return
         delivery = Delivery(topic=entry.topic, key=entry.key, message=message,
                             partition=entry.partition, offset=entry.offset, attempt=1)
+        metrics = self._metrics
+        if metrics is not None:
+            metrics.count_consumed(entry.topic)
         while True:
             try:
                 await handler(delivery)
@@ -328,6 +352,8 @@ class MemoryBus:
             else:
                 counters.handled += 1
                 return
+            if metrics is not None:
+                metrics.count_handler_error(entry.topic)
             if delivery.attempt >= self.max_delivery_attempts:
                 log.error("message failed %d times; sent to dead letters", delivery.attempt,
                           extra={"topic": entry.topic.value, "key": entry.key,
@@ -350,6 +376,8 @@ class MemoryBus:
                       extra={"topic": entry.topic.value, "key": entry.key, "error": error})
             return
         counters.dead_lettered += 1
+        if self._metrics is not None:
+            self._metrics.count_dead_lettered(entry.topic)
         letter = DeadLetter(topic=entry.topic.value, key=entry.key,
                             payload=entry.payload.decode("utf-8", "replace"),
                             error=error, attempts=attempts)

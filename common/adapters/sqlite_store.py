@@ -25,17 +25,24 @@ same transaction as the change.
 
 Blocking calls run on one dedicated worker thread that owns the only connection, so
 the event loop never waits on the disk and calls are applied in the order they were
-made. Each call that writes is one transaction: a process killed mid-write leaves the
-file as it was before or after that call, never in between (SQLite's WAL). With
-``synchronous=NORMAL`` a power cut can lose the last transactions, never consistency.
+made. The worker takes every call that is waiting when it looks (a group, up to
+:data:`_MAX_GROUP`) and runs the group's writes in one transaction, each call under a
+savepoint of its own, so a call that fails leaves no trace while the others of its
+group stand (group commit). A call returns only after its group's COMMIT, so a write
+is durable before its caller goes on; a process killed mid-write leaves the file as it
+was before or after whole calls, never in between (SQLite's WAL). One group also
+wakes the event loop once for all its results. With ``synchronous=NORMAL`` a power cut
+can lose the last transactions, never consistency.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import queue
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
@@ -45,13 +52,21 @@ import msgspec
 
 from common.adapters.int64 import to_signed, to_unsigned
 from common.messages import RecordPointer, UrlStatus
-from common.ports import HostState, RobotsRecord, UrlState
+from common.ports import (
+    CrawlControl,
+    HostState,
+    RobotsRecord,
+    UrlState,
+    decode_control,
+    encode_control,
+)
 
 __all__ = ["SCHEMA_VERSION", "SchemaError", "SqliteStateStore"]
 
 SCHEMA_VERSION = 1
 
 _KEYS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
+_MAX_GROUP = 256  # calls run in one transaction at most
 
 R = TypeVar("R")
 S = TypeVar("S", bound=msgspec.Struct)
@@ -146,6 +161,10 @@ CREATE TABLE IF NOT EXISTS content (
     record_file TEXT,
     record_offset INTEGER,
     record_length INTEGER
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS control (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS simhash_blocks (
     key INTEGER NOT NULL,
@@ -246,6 +265,32 @@ SELECT host FROM h WHERE host IS NOT NULL
 """
 
 
+class _Call:
+    """One call waiting for the worker thread, and where its answer goes."""
+
+    __slots__ = ("alone", "args", "fn", "future", "loop")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...],
+                 loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any],
+                 alone: bool) -> None:
+        self.fn = fn
+        self.args = args
+        self.loop = loop
+        self.future = future
+        self.alone = alone  # runs outside any group transaction (open, close)
+
+
+def _settle(results: list[tuple[_Call, bool, Any]]) -> None:
+    """On the event loop: hand each call its result or exception."""
+    for call, ok, value in results:
+        if call.future.done():  # the caller was cancelled meanwhile
+            continue
+        if ok:
+            call.future.set_result(value)
+        else:
+            call.future.set_exception(value)
+
+
 class SqliteStateStore:
     """:class:`~common.ports.StateStore` over one SQLite file (embedded mode).
 
@@ -255,8 +300,12 @@ class SqliteStateStore:
 
     def __init__(self, path: str | PathLike[str]) -> None:
         self.path = str(path)
-        self._executor: ThreadPoolExecutor | None = None
+        self._queue: queue.SimpleQueue[_Call | None] | None = None
+        self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
+        # worker thread only: a group is running / its transaction is open
+        self._grouping = False
+        self._group_open = False
 
     async def __aenter__(self) -> SqliteStateStore:
         await self.open()
@@ -268,9 +317,76 @@ class SqliteStateStore:
     # ------------------------------------------------------------------ plumbing
 
     async def _run(self, fn: Callable[..., R], *args: Any) -> R:
-        if self._executor is None:
+        result: R = await self._submit(fn, args)
+        return result
+
+    def _submit(self, fn: Callable[..., Any], args: tuple[Any, ...], *,
+                alone: bool = False) -> asyncio.Future[Any]:
+        q = self._queue
+        if q is None:
             raise RuntimeError("the state store is not open")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        q.put(_Call(fn, args, loop, future, alone))
+        return future
+
+    def _work(self, q: queue.SimpleQueue[_Call | None]) -> None:
+        """The worker thread: run waiting calls in groups until the stop mark."""
+        stop = False
+        while not stop:
+            first = q.get()
+            if first is None:
+                return
+            group = [first]
+            while len(group) < _MAX_GROUP:
+                try:
+                    call = q.get_nowait()
+                except queue.Empty:
+                    break
+                if call is None:
+                    stop = True
+                    break
+                group.append(call)
+            self._run_group(group)
+
+    def _run_group(self, group: list[_Call]) -> None:
+        results: list[tuple[_Call, bool, Any]] = []
+        members: list[int] = []  # results that belong to the open transaction
+        self._grouping = True
+        try:
+            for call in group:
+                if call.alone:
+                    self._end_group(results, members)
+                try:
+                    results.append((call, True, call.fn(*call.args)))
+                except BaseException as exc:  # handed to the caller
+                    results.append((call, False, exc))
+                if self._group_open:
+                    members.append(len(results) - 1)
+            self._end_group(results, members)
+        finally:
+            self._grouping = False
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Call, bool, Any]]] = {}
+        for item in results:
+            by_loop.setdefault(item[0].loop, []).append(item)
+        for loop, items in by_loop.items():
+            # a closed event loop raises RuntimeError: nobody waits there any more
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, items)
+
+    def _end_group(self, results: list[tuple[_Call, bool, Any]], members: list[int]) -> None:
+        """Commit the group's transaction; if that fails, its calls fail with the error."""
+        if not self._group_open:
+            return
+        self._group_open = False
+        try:
+            self._db.execute("COMMIT")
+        except Exception as exc:
+            if self._conn is not None and self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            for i in members:
+                results[i] = (results[i][0], False, exc)
+        members.clear()
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -280,28 +396,48 @@ class SqliteStateStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One call's writes: a savepoint in its group's transaction (begun by the first
+        call of the group that writes), or a transaction of its own outside a group."""
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        if not self._grouping:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return
+        if not self._group_open:
+            db.execute("BEGIN IMMEDIATE")
+            self._group_open = True
+        db.execute("SAVEPOINT call")
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            db.execute("ROLLBACK TO call")
+            db.execute("RELEASE call")
             raise
-        db.execute("COMMIT")
+        db.execute("RELEASE call")
 
     async def open(self) -> None:
         """Open (creating if needed) the file and its schema. Calling it twice is harmless."""
-        if self._executor is not None:
+        if self._queue is not None:
             return
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-store")
-        self._executor = executor
+        q: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        thread = threading.Thread(target=self._work, args=(q,), name="sqlite-store",
+                                  daemon=True)
+        self._queue, self._thread = q, thread
+        thread.start()
         try:
-            await self._run(self._open_sync)
+            await self._submit(self._open_sync, (), alone=True)
         except BaseException:
             # Also when cancelled while the worker was still opening: close after it.
-            self._executor = None
-            executor.submit(self._close_sync)
-            executor.shutdown(wait=True)
+            self._queue = self._thread = None
+            q.put(_Call(self._close_sync, (), asyncio.get_running_loop(),
+                        asyncio.get_running_loop().create_future(), True))
+            q.put(None)
+            thread.join()
             raise
 
     def _open_sync(self) -> None:
@@ -349,14 +485,15 @@ class SqliteStateStore:
 
     async def close(self) -> None:
         """Close the file; pending calls finish first. Calling it twice is harmless."""
-        executor = self._executor
-        if executor is None:
+        q, thread = self._queue, self._thread
+        if q is None or thread is None:
             return
         try:
-            await asyncio.get_running_loop().run_in_executor(executor, self._close_sync)
+            await self._submit(self._close_sync, (), alone=True)
         finally:
-            self._executor = None
-            executor.shutdown(wait=True)
+            self._queue = self._thread = None
+            q.put(None)
+            thread.join()
 
     def _close_sync(self) -> None:
         conn, self._conn = self._conn, None
@@ -482,6 +619,20 @@ class SqliteStateStore:
     def _list_hosts_sync(self) -> list[HostState]:
         return [_HOSTS.decode(r) for r in
                 self._db.execute(f"SELECT {_HOSTS.select} FROM hosts ORDER BY host")]
+
+    # ------------------------------------------------------------------- control
+
+    async def get_control(self) -> CrawlControl:
+        return await self._run(self._get_control_sync)
+
+    def _get_control_sync(self) -> CrawlControl:
+        row = self._db.execute("SELECT value FROM control WHERE name = 'crawl'").fetchone()
+        return CrawlControl() if row is None else decode_control(row[0])
+
+    async def put_control(self, row: CrawlControl) -> None:
+        await self._run(self._put_sync, "INSERT INTO control (name, value) VALUES ('crawl', ?) "
+                        "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                        (encode_control(row),))
 
     # -------------------------------------------------------------------- robots
 

@@ -16,7 +16,7 @@ import pytest
 
 from common.adapters.memory_bus import MemoryBus
 from common.adapters.sqlite_store import SqliteStateStore
-from common.messages import Discovered, Topic
+from common.messages import Discovered, HostControl, Topic
 from common.ports import Delivery, HostState
 from common.settings import Settings, SettingsError
 from common.urls import host_key
@@ -186,23 +186,28 @@ async def test_the_api_refuses_to_start_without_a_token(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
-async def test_cluster_mode_writes_host_rows_and_publishes_seeds(
+async def test_cluster_mode_sends_host_changes_stores_switches_and_publishes_seeds(
         tmp_path: Path, session: aiohttp.ClientSession) -> None:
     settings = api_settings(tmp_path)
     store = SqliteStateStore(tmp_path / "state.sqlite")
     await store.open()
     bus = MemoryBus(settings.bus, partitions=1)
-    bus.declare_group("frontier", (Topic.DISCOVERED,))
+    topics = (Topic.DISCOVERED, Topic.CONTROL)
+    bus.declare_group("frontier", topics)
     got: list[Discovered] = []
+    controls: list[HostControl] = []
     done = asyncio.Event()
 
     async def handle(delivery: Delivery) -> None:
+        if isinstance(delivery.message, HostControl):
+            controls.append(delivery.message)
+            return
         assert isinstance(delivery.message, Discovered)
         got.append(delivery.message)
         if len(got) == 2:
             done.set()
 
-    consumer = asyncio.create_task(bus.consume("frontier", (Topic.DISCOVERED,), handle))
+    consumer = asyncio.create_task(bus.consume("frontier", topics, handle))
     api = ControlApi(settings, bus, store)
     await api.start("127.0.0.1", 0)
     try:
@@ -210,16 +215,30 @@ async def test_cluster_mode_writes_host_rows_and_publishes_seeds(
         await store.put_host(HostState(host="b.test", crawl_delay=3.0, page_count=7))
         status, host = await call("PUT", "/v1/hosts/b.test",
                                   body={"crawlDelaySeconds": 2, "maxPages": 50})
-        assert status == 200
+        assert status == 202
         assert host == {"host": "b.test", "crawlDelaySeconds": 2.0,
                         "robotsCrawlDelaySeconds": 3.0, "blocked": False, "maxPages": 50,
                         "pageCount": 7, "capped": False}
+        # the owning frontier writes the row; the API only sends the change
         row = await store.get_host("b.test")
-        assert row is not None and row.delay_override == 2.0 and row.max_pages == 50
+        assert row is not None and row.delay_override is None and row.max_pages is None
         status, host = await call("PUT", "/v1/hosts/b.test", body={"crawlDelaySeconds": None})
-        assert status == 200 and host["crawlDelaySeconds"] is None
-        status, body = await call("POST", "/v1/pause")
-        assert status == 501 and "cluster mode" in body["error"]
+        assert status == 202 and host["crawlDelaySeconds"] is None
+        assert await call("POST", "/v1/pause") == (200, {"paused": True})
+        assert (await store.get_control()).paused
+        assert await call("POST", "/v1/resume") == (200, {"paused": False})
+        assert not (await store.get_control()).paused
+        assert await call("POST", "/v1/blocked-paths", body={"pattern": "^/private/"}) == (
+            200, {"patterns": ["^/private/"]})
+        assert await call("POST", "/v1/blocked-paths", body={"pattern": "[a-"}) == (
+            422, {"error": "invalid pattern: not a regular expression: unterminated "
+                           "character set at position 0"})
+        assert await call("GET", "/v1/blocked-paths") == (200, {"patterns": ["^/private/"]})
+        assert (await store.get_control()).blocked_paths == ["^/private/"]
+        assert (await call("DELETE", "/v1/blocked-paths?pattern=%5E%2Fnone"))[0] == 404
+        assert (await call("DELETE", "/v1/blocked-paths"))[0] == 400
+        assert await call("DELETE", "/v1/blocked-paths?pattern=%5E%2Fprivate%2F") == (
+            200, {"patterns": []})
         status, _ = await call("POST", "/v1/seeds", body={
             "urls": ["http://B.test/a?utm_source=x", "http://c.test/"], "priority": 1})
         assert status == 202
@@ -229,6 +248,8 @@ async def test_cluster_mode_writes_host_rows_and_publishes_seeds(
         await bus.stop()
         await asyncio.wait_for(consumer, 10)
         await store.close()
+    assert [(c.host, c.delay, c.clear_delay, c.max_pages) for c in controls] == [
+        ("b.test", 2.0, False, 50), ("b.test", None, True, None)]
     urls_by_host = {m.host: [link.url for link in m.links] for m in got}
     assert urls_by_host == {"b.test": ["http://b.test/a"], "c.test": ["http://c.test/"]}
     assert all(link.priority == 1 for m in got for link in m.links)
@@ -258,6 +279,13 @@ async def test_cli_talks_to_the_api(tmp_path: Path, capsys: pytest.CaptureFixtur
             code_bad = await asyncio.to_thread(
                 cli.main, ["host", shop, "--api", base, "--token", "wrong"])
             err_bad = capsys.readouterr().err
+            switches = []
+            for argv in (["pause"], ["block-path", "^/private/"], ["block-path"],
+                         ["block-path", "^/private/", "--remove"], ["resume"],
+                         ["block-path", "(", "--remove"]):
+                code = await asyncio.to_thread(cli.main, [*argv, *common])
+                captured = capsys.readouterr()
+                switches.append((code, captured.out.strip() or captured.err.strip()))
             hits = page_hits(web)
         finally:
             await crawler.close()
@@ -269,3 +297,6 @@ async def test_cli_talks_to_the_api(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code_get == 0 and json.loads(out_get)["blocked"] is True
     assert code_bad == 1 and "401" in err_bad
     assert hits["shop.test"] == 0
+    assert switches[:5] == [(0, "paused"), (0, "^/private/"), (0, "^/private/"),
+                            (0, "(no blocked path patterns)"), (0, "running")]
+    assert switches[5][0] == 1 and "404" in switches[5][1]

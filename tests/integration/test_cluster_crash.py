@@ -23,7 +23,7 @@ from tests.integration.cluster import Cluster, cluster, require_cluster_servers
 pytestmark = pytest.mark.integration
 
 DELAY = 0.1
-HOSTS = 12
+HOSTS = 24
 PAGES = 100
 
 

@@ -36,6 +36,7 @@ from common.messages import (
     UrlStatus,
     decode,
 )
+from common.metrics import Metrics
 from common.ports import Delivery, Handler
 from common.ring import HostRing
 from common.settings import BusSettings
@@ -450,6 +451,93 @@ async def test_small_prefetch_holds_reading_and_loses_nothing(buses: Buses,
     for host in {m.host for m in messages}:
         numbers = [number(d) for d in got if d.key == host]
         assert numbers == sorted(numbers)
+
+
+def _bus_value(metrics: Metrics, name: str, topic: Topic) -> float:
+    value = metrics.registry.get_sample_value(f"crawler_bus_{name}", {"topic": topic.value})
+    return 0.0 if value is None else value
+
+
+async def _eventually(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_metrics_count_traffic_and_follow_the_lag(buses: Buses) -> None:
+    """Published and consumed counts per topic; the lag gauge shows the messages
+    waiting (or in progress) and falls to 0 once they are handled and committed, both
+    for a group that never committed and for one that did."""
+    metrics = Metrics.create((), process=False)
+    bus = buses.make(metrics=metrics.bus, lag_interval=0.1, commit_interval=0.1)
+    release = asyncio.Event()
+
+    async def held(delivery: Delivery) -> None:
+        await release.wait()
+
+    def lag() -> float:
+        return _bus_value(metrics, "consumer_lag_messages", Topic.STATUS)
+
+    def consumed() -> float:
+        return _bus_value(metrics, "messages_consumed_total", Topic.STATUS)
+
+    hosts = [f"lag{i}.example" for i in range(4)]
+    first = [status(hosts[n % len(hosts)], n) for n in range(12)]
+    await publish_all(bus, first)
+    assert _bus_value(metrics, "messages_published_total", Topic.STATUS) == 12
+    assert _bus_value(metrics, "messages_published_total", Topic.FETCH) == 0
+    consumer = Collector(buses, bus, "lagging", [Topic.STATUS], held, concurrency=4)
+    await _eventually(lambda: lag() == 12, "a lag of 12 with nothing handled")
+    # one message of each host's lane is in a handler, the others wait behind it
+    await _eventually(lambda: consumed() == 4, "4 messages in handlers")
+    assert consumer.received == []
+
+    release.set()
+    await consumer.wait_for(12)
+    await _eventually(lambda: lag() == 0, "the lag to fall to 0")
+    assert consumed() == 12
+
+    release.clear()  # now from committed offsets
+    await publish_all(bus, [status(hosts[n % len(hosts)], n) for n in range(12, 17)])
+    await _eventually(lambda: lag() == 5, "a lag of 5 past the committed offsets")
+    release.set()
+    await consumer.wait_for(17)
+    await _eventually(lambda: lag() == 0, "the lag to fall to 0 again")
+    assert consumed() == 17
+    assert _bus_value(metrics, "messages_published_total", Topic.STATUS) == 17
+    assert _bus_value(metrics, "handler_errors_total", Topic.STATUS) == 0
+    await bus.stop()
+    assert lag() == 0  # a stopped consumer owns no partitions
+
+
+async def test_metrics_count_handler_errors_and_dead_letters(buses: Buses) -> None:
+    metrics = Metrics.create((), process=False)
+    bus = buses.make(metrics=metrics.bus)
+
+    async def broken(delivery: Delivery) -> None:
+        if number(delivery) == 7:
+            raise ValueError("cannot handle page 7")
+
+    dead = Collector(buses, bus, "dead", [Topic.DEAD_LETTER])
+    consumer = Collector(buses, bus, "frontier", [Topic.STATUS], broken)
+    await dead.assigned_once()
+    await consumer.assigned_once()
+    await publish_all(bus, [status("p.example", 7), status("p.example", 8)])
+    await bus.publish_raw(Topic.STATUS, "p.example", b'{"v": 1, "url": 3')
+    await consumer.wait_for(1)
+    await dead.wait_for(2)
+    # a dead letter counts once the broker acknowledged it, which may come after the
+    # dead-letter consumer already has it
+    await _eventually(lambda: _bus_value(metrics, "dead_lettered_messages_total",
+                                         Topic.STATUS) == 2, "2 dead letters counted")
+    assert _bus_value(metrics, "messages_published_total", Topic.DEAD_LETTER) == 2
+    assert _bus_value(metrics, "messages_published_total", Topic.STATUS) == 3
+    assert _bus_value(metrics, "messages_consumed_total", Topic.STATUS) == 2
+    assert _bus_value(metrics, "handler_errors_total", Topic.STATUS) == 3  # max attempts
+    assert _bus_value(metrics, "messages_consumed_total", Topic.DEAD_LETTER) == 2
 
 
 async def test_publish_after_stop_fails_and_consume_returns(buses: Buses) -> None:

@@ -10,21 +10,25 @@ import pytest
 
 from common import urls
 from common.messages import LinkKind
-from common.ports import HostState
+from common.ports import CrawlControl, HostState
 from common.settings import ApiSettings, Settings, SettingsError
 from crawler.api import (
     ApiError,
     ControlApi,
     HostUpdate,
-    apply_update,
     authorized,
+    check_pattern,
     check_service_settings,
+    host_control,
     parse_host,
     parse_host_update,
     parse_seed_request,
     require_token,
+    with_pattern,
+    without_pattern,
 )
-from crawler.openapi import MAX_SEED_URLS, OPENAPI
+from crawler.openapi import MAX_PATTERNS, MAX_SEED_URLS, OPENAPI
+from frontier.policy import apply_host_control
 from frontier.seeds import seed_batch
 
 TOKEN = "s3cret-token"
@@ -115,19 +119,54 @@ def test_bad_host_updates(body: bytes, status: int) -> None:
     assert _status(body, parse_host_update) == status
 
 
+def _apply(state: HostState, body: bytes) -> HostState:
+    return apply_host_control(state, host_control(state.host, parse_host_update(body), 1.0))
+
+
 def test_host_update_applies_only_given_fields() -> None:
     state = HostState(host="a.test", crawl_delay=5.0, delay_override=1.0, blocked=True,
                       max_pages=10, capped=True, page_count=10)
-    same = apply_update(state, parse_host_update(b'{"blocked": true}'))
+    same = _apply(state, b'{"blocked": true}')
     assert same == state
-    cleared = apply_update(state, parse_host_update(b'{"crawlDelaySeconds": null}'))
+    cleared = _apply(state, b'{"crawlDelaySeconds": null}')
     assert cleared.delay_override is None and cleared.blocked and cleared.max_pages == 10
-    raised = apply_update(state, parse_host_update(b'{"maxPages": 20, "blocked": false}'))
+    assert state.delay_override == 1.0  # the input row is not changed
+    raised = _apply(state, b'{"maxPages": 20, "blocked": false}')
     assert raised.max_pages == 20 and not raised.capped and not raised.blocked
     assert raised.crawl_delay == 5.0 and raised.delay_override == 1.0
     delay = parse_host_update(b'{"crawlDelaySeconds": 2}')
     assert isinstance(delay.crawl_delay_seconds, float)
     assert delay.blocked is msgspec.UNSET and isinstance(delay, HostUpdate)
+    message = host_control("a.test", delay, 7.0)
+    assert (message.delay, message.clear_delay, message.blocked, message.max_pages,
+            message.issued_at) == (2.0, False, None, None, 7.0)
+    assert host_control("a.test", parse_host_update(b'{"crawlDelaySeconds": null}'),
+                        0).clear_delay
+
+
+@pytest.mark.parametrize("pattern", ["", "(", "[a-", "x" * 1001, "a{2,1}"])
+def test_bad_path_patterns_are_refused(pattern: str) -> None:
+    with pytest.raises(ApiError) as err:
+        check_pattern(pattern)
+    assert err.value.status == 422 and "pattern" in err.value.message
+
+
+def test_path_patterns_are_added_once_and_removed() -> None:
+    empty = CrawlControl(paused=True)
+    one = with_pattern(empty, r"^/private/", 5.0)
+    assert one.blocked_paths == [r"^/private/"] and one.paused and one.updated_at == 5.0
+    assert empty.blocked_paths == []
+    assert with_pattern(one, r"^/private/", 6.0) is one
+    two = with_pattern(one, r"\?sort=", 6.0)
+    assert two.blocked_paths == [r"^/private/", r"\?sort="]
+    assert without_pattern(two, r"^/private/", 7.0).blocked_paths == [r"\?sort="]
+    with pytest.raises(ApiError) as err:
+        without_pattern(two, "/nope", 7.0)
+    assert err.value.status == 404
+    full = CrawlControl(blocked_paths=[f"/p{i}" for i in range(MAX_PATTERNS)])
+    with pytest.raises(ApiError) as err:
+        with_pattern(full, "/one-more", 8.0)
+    assert err.value.status == 409
 
 
 @pytest.mark.parametrize(("raw", "key"), [

@@ -160,6 +160,8 @@ def test_dashboards_cover_the_crawl(known: set[str]) -> None:
         "crawler_bus_consumer_lag_messages",  # lag per stage
         "crawler_bus_handler_errors_total", "crawler_bus_dead_lettered_messages_total",
         "crawler_store_request_errors_total",  # errors
+        "crawler_store_request_duration_seconds_bucket",  # store latency by operation
+        "crawler_bus_messages_consumed_total", "crawler_bus_messages_published_total",
     }
     assert wanted <= known
     assert not wanted - used, f"not on any dashboard: {sorted(wanted - used)}"

@@ -381,3 +381,12 @@ def test_small_custom_scenario() -> None:
     assert site.render("a.test", "/x?only=1").body == b"exact query"
     assert site.render("a.test", "/x").status == 404
     assert b"<title>Home</title>" in site.render("a.test", "/").body
+
+
+def test_the_command_line_prints_seed_urls_for_a_port(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from simweb.__main__ import main
+
+    assert main(["seeds", "--scenario", "seed", "--port", "8081"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [u.replace(".test/", ".test:8081/", 1) for u in build_seed().seeds]
