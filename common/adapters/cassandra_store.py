@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import re
 import socket
@@ -86,7 +85,7 @@ import zlib
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import msgspec
 from cassandra import (
@@ -109,6 +108,7 @@ from cassandra.query import (
 )
 
 from common.adapters.int64 import to_signed, to_unsigned
+from common.adapters.rowcodec import RowCodec
 from common.adapters.sqlite_store import SchemaError
 from common.messages import RecordPointer, UrlStatus
 from common.ports import (
@@ -144,7 +144,6 @@ _LWT_ATTEMPTS = 6
 _KEYSPACE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
 _TABLE_ID_NAMESPACE = uuid.UUID("0f5c6a52-5e0a-4c1e-9a53-2b1f8f0d6c11")
 
-S = TypeVar("S", bound=msgspec.Struct)
 _QUEUED = str(UrlStatus.QUEUED)
 
 
@@ -224,66 +223,17 @@ _TABLES = {t.name: t for t in TABLES}
 
 
 
-class _Codec(Generic[S]):
-    """A msgspec struct as a table row and back, in field order.
-
-    A :class:`RecordPointer` field ``f`` becomes ``f_file``, ``f_offset`` and
-    ``f_length``; ``unsigned`` fields are 64-bit numbers stored two's-complement; enum
-    values are stored as their text. Rows read back are validated by ``msgspec.convert``.
-    """
-
-    def __init__(self, cls: type[S], *, pointer: str | None = None,
-                 unsigned: frozenset[str] = frozenset()) -> None:
-        self.cls = cls
-        self._names = tuple(f.name for f in msgspec.structs.fields(cls))
-        self._pointer_at = self._names.index(pointer) if pointer is not None else None
-        self._unsigned_at = tuple(self._names.index(n) for n in sorted(unsigned))
-        columns: list[str] = []
-        for name in self._names:
-            if name == pointer:
-                columns += [f"{name}_file", f"{name}_offset", f"{name}_length"]
-            else:
-                columns.append(name)
-        self.columns: tuple[str, ...] = tuple(columns)
-        self.select = ", ".join(self.columns)
-
-    def encode(self, obj: S, *, unset_none: bool = False) -> list[Any]:
-        """Column values; with ``unset_none``, None leaves the column unset (no tombstone)."""
-        values: list[Any] = list(msgspec.structs.astuple(obj))
-        for i, value in enumerate(values):
-            if isinstance(value, enum.Enum):
-                values[i] = value.value
-        for i in self._unsigned_at:
-            if values[i] is not None:
-                values[i] = to_signed(values[i])
-        at = self._pointer_at
-        if at is not None:
-            pointer = values[at]
-            values[at:at + 1] = ((None, None, None) if pointer is None
-                                 else (pointer.file, pointer.offset, pointer.length))
-        if unset_none:
-            values = [UNSET_VALUE if v is None else v for v in values]
-        return values
-
-    def decode(self, row: Sequence[Any]) -> S:
-        values = list(row)
-        at = self._pointer_at
-        if at is not None:
-            file, offset, length = values[at:at + 3]
-            values[at:at + 3] = [None if file is None
-                                 else {"file": file, "offset": offset, "length": length}]
-        for i in self._unsigned_at:
-            if values[i] is not None:
-                values[i] = to_unsigned(values[i])
-        return msgspec.convert(dict(zip(self._names, values, strict=True)), self.cls)
-
-
-_URLS = _Codec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
-_HOSTS = _Codec(HostState)
-_ROBOTS = _Codec(RobotsRecord)
+_URLS = RowCodec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
+_HOSTS = RowCodec(HostState)
+_ROBOTS = RowCodec(RobotsRecord)
 
 
 # ------------------------------------------------------------------------- helpers
+
+
+def _unset_none(values: list[Any]) -> list[Any]:
+    """None leaves a column unset on insert (no tombstone)."""
+    return [UNSET_VALUE if v is None else v for v in values]
 
 _seq_lock = threading.Lock()
 _last_seq = 0
@@ -810,7 +760,8 @@ class CassandraStateStore:
             for old, new in chunk:
                 url, status = new.url, str(new.status)
                 key = (new.priority, new.depth, new.seq)
-                batch.add(ps["put_url"], _URLS.encode(new, unset_none=old is None))
+                values = _URLS.encode(new)
+                batch.add(ps["put_url"], _unset_none(values) if old is None else values)
                 if old is not None:
                     if old.status == _QUEUED:
                         if status != _QUEUED or (old.priority, old.depth, old.seq) != key:

@@ -46,11 +46,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from common.adapters.int64 import to_signed, to_unsigned
+from common.adapters.rowcodec import RowCodec
 from common.messages import RecordPointer, UrlStatus
 from common.ports import (
     CrawlControl,
@@ -69,7 +70,6 @@ _KEYS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
 _MAX_GROUP = 256  # calls run in one transaction at most
 
 R = TypeVar("R")
-S = TypeVar("S", bound=msgspec.Struct)
 
 
 class SchemaError(RuntimeError):
@@ -176,62 +176,9 @@ CREATE TABLE IF NOT EXISTS simhash_blocks (
 
 
 
-class _Codec(Generic[S]):
-    """Turns a msgspec struct into a table row and back, in field order.
-
-    A :class:`RecordPointer` field ``f`` becomes three columns ``f_file``, ``f_offset``
-    and ``f_length``; ``unsigned`` fields are 64-bit numbers stored two's-complement;
-    bool fields are stored as 0/1. Rows read back are validated by ``msgspec.convert``.
-    """
-
-    def __init__(self, cls: type[S], *, pointer: str | None = None,
-                 unsigned: frozenset[str] = frozenset()) -> None:
-        self.cls = cls
-        fields = msgspec.structs.fields(cls)
-        self._names = tuple(f.name for f in fields)
-        self._bools = tuple(f.name for f in fields if f.type is bool)
-        self._pointer_at = self._names.index(pointer) if pointer is not None else None
-        self._unsigned_at = tuple(self._names.index(n) for n in sorted(unsigned))
-        columns: list[str] = []
-        for name in self._names:
-            if name == pointer:
-                columns += [f"{name}_file", f"{name}_offset", f"{name}_length"]
-            else:
-                columns.append(name)
-        self.columns: tuple[str, ...] = tuple(columns)
-        self.select = ", ".join(self.columns)
-
-    def encode(self, obj: S) -> list[Any]:
-        values: list[Any] = list(msgspec.structs.astuple(obj))
-        for i in self._unsigned_at:
-            if values[i] is not None:
-                values[i] = to_signed(values[i])
-        at = self._pointer_at
-        if at is not None:
-            pointer = values[at]
-            values[at:at + 1] = ((None, None, None) if pointer is None
-                                 else (pointer.file, pointer.offset, pointer.length))
-        return values
-
-    def decode(self, row: Sequence[Any]) -> S:
-        values = list(row)
-        at = self._pointer_at
-        if at is not None:
-            file, offset, length = values[at:at + 3]
-            values[at:at + 3] = [None if file is None
-                                 else {"file": file, "offset": offset, "length": length}]
-        for i in self._unsigned_at:
-            if values[i] is not None:
-                values[i] = to_unsigned(values[i])
-        fields = dict(zip(self._names, values, strict=True))
-        for name in self._bools:
-            fields[name] = bool(fields[name])
-        return msgspec.convert(fields, self.cls)
-
-
-_URLS = _Codec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
-_HOSTS = _Codec(HostState)
-_ROBOTS = _Codec(RobotsRecord)
+_URLS = RowCodec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
+_HOSTS = RowCodec(HostState)
+_ROBOTS = RowCodec(RobotsRecord)
 
 _QUEUED = str(UrlStatus.QUEUED)
 
