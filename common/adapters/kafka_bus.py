@@ -83,6 +83,7 @@ from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from common.adapters.handling import call_handler, describe
 from common.adapters.offset_tracker import OffsetTracker
 from common.messages import (
     TOPIC_TYPES,
@@ -103,18 +104,12 @@ __all__ = ["KafkaBus", "KafkaBusError", "consumer_lag"]
 log = logging.getLogger(__name__)
 client_log = logging.getLogger(__name__ + ".rdkafka")  # librdkafka's own log lines
 
-_MAX_ERROR_CHARS = 4000
 _POLL_SECONDS = 0.1  # longest a client thread blocks before it checks for stop
 _PAUSED_POLL_SECONDS = 0.01
 
 
 class KafkaBusError(RuntimeError):
     """Kafka did not answer, refused a request or lost a message; the text says which."""
-
-
-def _describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "..."
 
 
 def _decode_key(raw: bytes | str | None) -> str:
@@ -874,7 +869,7 @@ class _Consumption:
         except MessageError as exc:
             log.warning("undecodable message sent to dead letters",
                         extra=context | {"error": str(exc)})
-            if await bus._dead_letter(record, _describe(exc), attempts=1):
+            if await bus._dead_letter(record, describe(exc), attempts=1):
                 self._ack(record)
             return
         metrics = bus._metrics
@@ -887,24 +882,16 @@ class _Consumption:
                                 attempt=attempt)
             if metrics is not None and attempt == 1:
                 metrics.count_consumed(record.topic)
-            try:
-                await self.handler(delivery)
-            except asyncio.CancelledError as exc:
-                task = asyncio.current_task()
-                if task is None or task.cancelling():
-                    raise
-                error: BaseException = exc  # a stray cancellation inside the handler
-            except Exception as exc:
-                error = exc
-            else:
+            error = await call_handler(self.handler, delivery)
+            if error is None:
                 self._ack(record)
                 return
             if metrics is not None:
                 metrics.count_handler_error(record.topic)
             if attempt >= bus.max_delivery_attempts:
                 log.error("message failed %d times; sent to dead letters", attempt,
-                          extra=context | {"error": _describe(error)})
-                if await bus._dead_letter(record, _describe(error), attempts=attempt):
+                          extra=context | {"error": describe(error)})
+                if await bus._dead_letter(record, describe(error), attempts=attempt):
                     self._ack(record)
                 return
             log.warning("handler failed; retrying", exc_info=error,

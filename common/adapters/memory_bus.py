@@ -59,6 +59,7 @@ from dataclasses import dataclass, field, replace
 
 import msgspec
 
+from common.adapters.handling import call_handler, describe
 from common.messages import (
     TOPIC_TYPES,
     DeadLetter,
@@ -76,7 +77,6 @@ __all__ = ["MemoryBus", "TopicCounters"]
 
 log = logging.getLogger(__name__)
 
-_MAX_ERROR_CHARS = 4000
 
 
 @dataclass(slots=True)
@@ -109,11 +109,6 @@ class _Group:
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     in_flight: int = 0
     consuming: bool = False
-
-
-def _describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "..."
 
 
 class MemoryBus:
@@ -332,7 +327,7 @@ class MemoryBus:
             log.warning("undecodable message sent to dead letters",
                         extra={"topic": entry.topic.value, "key": entry.key,
                                "partition": entry.partition, "error": str(exc)})
-            self._dead_letter(entry, _describe(exc), attempts=1)
+            self._dead_letter(entry, describe(exc), attempts=1)
             return
         delivery = Delivery(topic=entry.topic, key=entry.key, message=message,
                             partition=entry.partition, offset=entry.offset, attempt=1)
@@ -340,16 +335,8 @@ class MemoryBus:
         if metrics is not None:
             metrics.count_consumed(entry.topic)
         while True:
-            try:
-                await handler(delivery)
-            except asyncio.CancelledError as exc:
-                task = asyncio.current_task()
-                if task is None or task.cancelling():
-                    raise
-                error: BaseException = exc  # a stray cancellation inside the handler
-            except Exception as exc:
-                error = exc
-            else:
+            error = await call_handler(handler, delivery)
+            if error is None:
                 counters.handled += 1
                 return
             if metrics is not None:
@@ -357,8 +344,8 @@ class MemoryBus:
             if delivery.attempt >= self.max_delivery_attempts:
                 log.error("message failed %d times; sent to dead letters", delivery.attempt,
                           extra={"topic": entry.topic.value, "key": entry.key,
-                                 "partition": entry.partition, "error": _describe(error)})
-                self._dead_letter(entry, _describe(error), attempts=delivery.attempt)
+                                 "partition": entry.partition, "error": describe(error)})
+                self._dead_letter(entry, describe(error), attempts=delivery.attempt)
                 return
             counters.retried += 1
             log.warning("handler failed; retrying", exc_info=error,

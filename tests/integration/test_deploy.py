@@ -10,37 +10,19 @@ from __future__ import annotations
 
 import base64
 import copy
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
 from common.settings import Settings
+from tests.deploy_support import load_check_deploy
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load() -> ModuleType:
-    name = "check_deploy"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = ROOT / "scripts" / "check-deploy.d" / "check_deploy.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cd = _load()
+cd = load_check_deploy()
 Docs = list[dict[str, Any]]
 
 

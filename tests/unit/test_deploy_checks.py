@@ -7,34 +7,19 @@ tests/integration/test_deploy.py.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from common.settings import variable_names
+from tests.deploy_support import load_check_deploy
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    name = "check_deploy"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = ROOT / "scripts" / "check-deploy.d" / "check_deploy.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cd = _load()
+cd = load_check_deploy()
 TOKEN_ENV = {"CRAWLER_API_TOKEN": "t"}
 
 
