@@ -56,6 +56,9 @@ class CrawlSettings:
                                  "(0: never refresh).", minimum=0)
     control_interval: float = _f(2.0, "Seconds between a cluster frontier's reads of the "
                                  "operator's switches (pause, blocked paths).", minimum=0.1)
+    frontier_concurrency: int = _f(64, "Messages a cluster frontier handles at once (of "
+                                   "different hosts; embedded mode handles one at a time).",
+                                   minimum=1)
 
     @property
     def user_agent(self) -> str:

@@ -26,7 +26,8 @@ async def run(settings: Settings) -> None:
     await run_service("frontier", [
         bus.consume("frontier",
                     (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS, Topic.CONTROL),
-                    frontier.handle, on_assign=frontier.assign),
+                    frontier.handle, concurrency=settings.crawl.frontier_concurrency,
+                    on_assign=frontier.assign),
         frontier.run(),
         frontier.watch_control(settings.crawl.control_interval),
     ], stop, settings=settings, metrics=metrics)

@@ -9,9 +9,16 @@ Mercator's two layers, with only the heads in memory:
   head (the front queues), so higher-priority work goes out first when fetch capacity
   is short, and breadth-first order holds within a priority.
 
-Handlers (topic discovered, fetched, status) and the dispatch loop run on one event
-loop and take one lock, so each host has exactly one writer. Every decision is made by
-the pure functions of frontier.policy; this module only moves rows in and out of the
+Many hosts are worked on at once, each by one coroutine at a time: a handler (topics
+discovered, fetched, status, control), a host's dispatch and an operator change take
+that host's lock (:class:`HostLocks`) around everything they read or change of its
+slot, so no two interleave around a store call. The dispatch loop itself does not wait
+on the store: it moves due hosts from the timer heap to the ready heap and starts each
+ready host's dispatch as a task of its own (at most :data:`DISPATCH_TASKS` at once),
+counting it in the outstanding requests before it starts. Ownership changes (assign,
+recover) hold :class:`OwnershipGate` exclusively: they wait for every handler and
+dispatch in progress and keep new ones out until they are done. Every decision is made
+by the pure functions of frontier.policy; this module only moves rows in and out of the
 store and messages on and off the bus.
 """
 
@@ -26,7 +33,8 @@ import re
 import time
 import uuid
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import msgspec
@@ -65,6 +73,110 @@ log = logging.getLogger(__name__)
 
 HEAD_SIZE = 8
 EARLY_VERDICTS = 10_000  # verdicts kept for rows whose fetch result has not arrived
+DISPATCH_TASKS = 32  # host dispatches in progress at once
+DISPATCH_RETRY = 1.0  # seconds before a host whose dispatch failed is tried again
+STOP_GRACE = 10.0  # seconds run() waits for dispatches in progress when stopped
+
+
+@dataclass(eq=False, slots=True)
+class _HeldLock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0  # holding it or waiting for it
+
+
+class HostLocks:
+    """One asyncio lock per host, made on first use and dropped when nobody holds or
+    waits for it any more, so memory follows the hosts being worked on."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, _HeldLock] = {}
+
+    @asynccontextmanager
+    async def hold(self, host: str) -> AsyncIterator[None]:
+        held = self._locks.get(host)
+        if held is None:
+            held = self._locks[host] = _HeldLock()
+        held.users += 1
+        try:
+            async with held.lock:
+                yield
+        finally:
+            held.users -= 1
+            if held.users == 0 and self._locks.get(host) is held:
+                del self._locks[host]
+
+    def locked(self, host: str) -> bool:
+        held = self._locks.get(host)
+        return held is not None and held.lock.locked()
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+class OwnershipGate:
+    """Shared or exclusive: handlers and dispatches hold it shared, many at once; an
+    ownership change holds it exclusively. An exclusive holder waits until the shared
+    holders are done, and while it waits or holds, new shared holders wait behind it
+    (so a steady flow of messages cannot starve a rebalance). Not reentrant: a holder
+    never asks again."""
+
+    def __init__(self) -> None:
+        self._shared = 0
+        self._exclusive = False
+        self._writers = 0  # exclusive holders, waiting or holding
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def shared_holders(self) -> int:
+        return self._shared
+
+    @property
+    def exclusive_held(self) -> bool:
+        return self._exclusive
+
+    def _notify(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    async def _until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    @asynccontextmanager
+    async def shared(self) -> AsyncIterator[None]:
+        await self._until(lambda: self._writers == 0)
+        self._shared += 1
+        try:
+            yield
+        finally:
+            self._shared -= 1
+            if self._shared == 0:
+                self._notify()
+
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        self._writers += 1
+        try:
+            await self._until(lambda: not self._exclusive and self._shared == 0)
+        except BaseException:
+            self._writers -= 1
+            self._notify()
+            raise
+        self._exclusive = True
+        try:
+            yield
+        finally:
+            self._exclusive = False
+            self._writers -= 1
+            self._notify()
 
 
 @dataclass(slots=True)
@@ -75,7 +187,7 @@ class HostSlot:
     head: deque[UrlState] = field(default_factory=deque)
     tasks: set[str] = field(default_factory=set)  # ids of tasks this instance dispatched
     wake_at: float | None = None  # time of its live timer-heap entry
-    ready: bool = False  # in the ready heap
+    ready: bool = False  # in the ready heap, or its dispatch task has not begun yet
 
     @property
     def in_flight(self) -> int:
@@ -127,8 +239,11 @@ class Frontier:
         self._timer: list[tuple[float, int, str]] = []
         self._ready: list[tuple[int, int, str]] = []
         self._seq = itertools.count()
-        self._outstanding = 0
-        self._lock = asyncio.Lock()
+        self._outstanding = 0  # requests in flight plus dispatches in progress
+        self._dispatching = 0  # dispatch tasks started and not finished
+        self._dispatch_tasks: set[asyncio.Task[None]] = set()
+        self._hosts = HostLocks()
+        self._gate = OwnershipGate()
         self._wake = asyncio.Event()
         self._stopped = False
         self._budget_spent = False
@@ -145,7 +260,7 @@ class Frontier:
         recover the ones newly owned. Requests this instance dispatched are still
         tracked, so a revoke followed by the same assignment loses nothing."""
         log.info("frontier assigned partitions %s", sorted(partitions))
-        async with self._lock:
+        async with self._gate.exclusive():
             self._owned = frozenset(partitions)
             if not partitions:
                 # a revocation: dispatch nothing until the next assignment, which may
@@ -171,7 +286,7 @@ class Frontier:
         """
         now = self.clock()
         await self.refresh_control()
-        async with self._lock:
+        async with self._gate.exclusive():
             rows = [r for r in await self.store.urls_with_status(UrlStatus.IN_FLIGHT,
                                                                  10_000_000)
                     if self.owns(r.host) and not self._dispatched_here(r.host)]
@@ -240,15 +355,18 @@ class Frontier:
 
     async def handle(self, delivery: Delivery) -> None:
         msg = delivery.message
-        async with self._lock:
+        async with self._gate.shared():
             if isinstance(msg, Discovered):
-                await self._on_discovered(msg)
+                await self._on_discovered(msg)  # takes the lock of each host it schedules
             elif isinstance(msg, FetchResult):
-                await self._on_result(msg)
+                async with self._hosts.hold(msg.task.host):
+                    await self._on_result(msg)
             elif isinstance(msg, StatusUpdate):
-                await self._on_status(msg)
+                async with self._hosts.hold(msg.host):
+                    await self._on_status(msg)
             elif isinstance(msg, HostControl):
-                await self._on_host_control(msg)
+                async with self._hosts.hold(msg.host):
+                    await self._on_host_control(msg)
             else:
                 raise TypeError(f"frontier cannot handle {type(msg).__name__}")
         self._wake.set()
@@ -257,6 +375,7 @@ class Frontier:
         now = self.clock()
         rows: list[UrlState] = []
         forward: dict[str, list[Link]] = {}
+        states: dict[str, HostState | None] = {}  # host rows read for this message
         self.metrics.urls_discovered.inc(len(msg.links))
         for link in msg.links:
             try:
@@ -276,8 +395,15 @@ class Frontier:
                            hops=link.hops, source=link.source, discovered_at=now)
             reason = trap_reason(url, host, link.depth, self.rules, self._blocked_paths)
             if reason is None:
+                # read without the host's lock: a host capped or blocked meanwhile is
+                # caught again when it is dispatched
                 slot = self._slots.get(host)
-                state = slot.state if slot else await self.store.get_host(host)
+                if slot is not None:
+                    state: HostState | None = slot.state
+                elif host in states:
+                    state = states[host]
+                else:
+                    state = states[host] = await self.store.get_host(host)
                 if state is not None and (state.capped or state.blocked):
                     reason = Reason.HOST_CAP if state.capped else Reason.BLOCKED
             if reason is not None:
@@ -286,16 +412,21 @@ class Frontier:
             rows.append(row)
         inserted = await self.store.add_urls(rows) if rows else []
         self.counters.known += len(rows) - len(inserted)
+        queued: dict[str, float] = {}
         for row in inserted:
             if row.status is UrlStatus.QUEUED:
                 self.counters.accepted += 1
                 self.metrics.urls_accepted.inc()
-                slot = await self._slot(row.host)
-                self._schedule(row.host, slot, max(slot.state.next_allowed_at,
-                                                   row.next_fetch_at))
+                due = queued.get(row.host)
+                queued[row.host] = row.next_fetch_at if due is None else min(
+                    due, row.next_fetch_at)
             elif row.reason is not None:
                 self.counters.rejected[row.reason.value] += 1
                 self.metrics.count_rejected(row.reason)
+        for host, due in queued.items():
+            async with self._hosts.hold(host):
+                slot = await self._slot(host)
+                self._schedule(host, slot, max(slot.state.next_allowed_at, due))
         for host, links in forward.items():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
 
@@ -413,36 +544,56 @@ class Frontier:
     async def run(self) -> None:
         """Dispatch due URLs until :meth:`stop`."""
         last_status = 0.0
-        while not self._stopped:
-            self.metrics.active_hosts.set(len(self._slots))
-            self.metrics.in_flight_urls.set(self._outstanding)
-            self.metrics.owned_partitions.set(0 if self._owned is None else len(self._owned))
-            if time.monotonic() - last_status > 10:
-                last_status = time.monotonic()
-                with contextlib.suppress(Exception):  # a gauge must not stop dispatching
-                    counts = await self.store.count_urls()
-                    self.metrics.queued_urls.set(
-                        sum(n for (st, _), n in counts.items() if st == UrlStatus.QUEUED))
-                log.info("frontier: owned %s, %d hosts in memory, %d timed, %d ready, "
-                         "%d outstanding, %d dispatched, %d stale results",
-                         "all" if self._owned is None else sorted(self._owned),
-                         len(self._slots), len(self._timer), len(self._ready),
-                         self._outstanding, self.counters.dispatched,
-                         self.counters.stale_results)
-            self._wake.clear()
-            async with self._lock:
-                await self._dispatch(self.clock())
-            if self._stopped:
-                break
-            timeout: float | None = None
-            if self._timer and not self.paused:
-                timeout = max(0.0, self._timer[0][0] - self.clock())
-            if self._ready and self._outstanding < self.max_outstanding and not self.paused:
-                timeout = 0.0
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+        try:
+            while not self._stopped:
+                self.metrics.active_hosts.set(len(self._slots))
+                self.metrics.in_flight_urls.set(self._outstanding)
+                self.metrics.owned_partitions.set(0 if self._owned is None
+                                                  else len(self._owned))
+                if time.monotonic() - last_status > 10:
+                    last_status = time.monotonic()
+                    with contextlib.suppress(Exception):  # a gauge must not stop dispatching
+                        counts = await self.store.count_urls()
+                        self.metrics.queued_urls.set(
+                            sum(n for (st, _), n in counts.items() if st == UrlStatus.QUEUED))
+                    log.info("frontier: owned %s, %d hosts in memory, %d timed, %d ready, "
+                             "%d outstanding, %d dispatching, %d dispatched, "
+                             "%d stale results",
+                             "all" if self._owned is None else sorted(self._owned),
+                             len(self._slots), len(self._timer), len(self._ready),
+                             self._outstanding, self._dispatching, self.counters.dispatched,
+                             self.counters.stale_results)
+                self._wake.clear()
+                self._dispatch(self.clock())
+                if self._stopped:
+                    break
+                timeout: float | None = None
+                if self._timer and not self.paused:
+                    timeout = max(0.0, self._timer[0][0] - self.clock())
+                if self._ready and self._may_start() and not self.paused:
+                    timeout = 0.0
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            if self._dispatch_tasks:
+                await asyncio.wait(self._dispatch_tasks, timeout=STOP_GRACE)
+        finally:
+            left = list(self._dispatch_tasks)
+            for task in left:
+                task.cancel()
+            if left:
+                await asyncio.gather(*left, return_exceptions=True)
 
-    async def _dispatch(self, now: float) -> None:
+    def _may_start(self) -> bool:
+        """Room for one more dispatch: fetch capacity, dispatch tasks and page budget."""
+        if self._outstanding >= self.max_outstanding or self._dispatching >= DISPATCH_TASKS:
+            return False
+        cap = self.settings.crawl.max_pages
+        return not (cap and self.counters.dispatched + self._dispatching >= cap
+                    and self._dispatching)
+
+    def _dispatch(self, now: float) -> None:
+        """Move due hosts to the ready heap and start the dispatch of ready hosts, best
+        priority first, while there is room. Does not wait: each dispatch is a task."""
         if self.paused:
             return
         while self._timer and self._timer[0][0] <= now:
@@ -460,17 +611,63 @@ class Frontier:
             slot.ready = True
             prio = slot.head[0].priority if slot.head else 0
             heapq.heappush(self._ready, (prio, next(self._seq), host))
-        while self._ready and self._outstanding < self.max_outstanding:
+        while self._ready and self._may_start():
             if self._budget_exhausted():
                 return
             _, _, host = heapq.heappop(self._ready)
             slot = self._slots.get(host)
             if slot is None or not slot.ready:
                 continue
-            slot.ready = False
             if not self.owns(host):
+                slot.ready = False
                 continue
-            await self._dispatch_host(host, slot, now)
+            # slot.ready stays set until the task holds the host: nothing schedules the
+            # host meanwhile. The task counts as outstanding from now on, so capacity is
+            # never overcommitted while tasks wait for their hosts.
+            self._outstanding += 1
+            self._dispatching += 1
+            task = asyncio.create_task(self._dispatch_one(host, slot),
+                                       name=f"frontier-dispatch:{host}")
+            self._dispatch_tasks.add(task)
+            task.add_done_callback(self._dispatch_tasks.discard)
+
+    async def _dispatch_one(self, host: str, slot: HostSlot) -> None:
+        """One ready host's dispatch, under its lock; gives back the outstanding unit
+        taken for it unless a request went out."""
+        dispatched = False
+        try:
+            async with self._gate.shared(), self._hosts.hold(host):
+                if self._slots.get(host) is not slot or not slot.ready:
+                    return  # dropped by an ownership change or the page budget meanwhile
+                slot.ready = False
+                if not self.owns(host):
+                    return
+                if self.paused:
+                    slot.ready = True
+                    prio = slot.head[0].priority if slot.head else 0
+                    heapq.heappush(self._ready, (prio, next(self._seq), host))
+                    return
+                now = self.clock()
+                rest_until = slot.state.next_allowed_at
+                if slot.in_flight == 0:
+                    rest_until = max(rest_until, slot.state.lease_until)
+                if rest_until > now:  # a result or an operator moved the timer meanwhile
+                    self._schedule(host, slot, rest_until)
+                    return
+                if slot.in_flight >= self.settings.politeness.max_in_flight_per_host:
+                    return  # the next result schedules the host again
+                try:
+                    dispatched = await self._dispatch_host(host, slot, now)
+                except Exception as exc:  # a store or bus failure must not stop dispatching
+                    log.warning("frontier: dispatching host %s failed (%r); trying again "
+                                "in %g s", host, exc, DISPATCH_RETRY)
+                    if self._slots.get(host) is slot:
+                        self._schedule(host, slot, self.clock() + DISPATCH_RETRY)
+        finally:
+            self._dispatching -= 1
+            if not dispatched:
+                self._outstanding = max(0, self._outstanding - 1)
+            self._wake.set()
 
     def _budget_exhausted(self) -> bool:
         cap = self.settings.crawl.max_pages
@@ -486,14 +683,17 @@ class Frontier:
             return True
         return False
 
-    async def _dispatch_host(self, host: str, slot: HostSlot, now: float) -> None:
+    async def _dispatch_host(self, host: str, slot: HostSlot, now: float) -> bool:
+        """Send the host's next URL to the fetchers, or close, reschedule or forget the
+        host. True when a request went out: the outstanding unit taken for this
+        dispatch is then that request's. The caller holds the host's lock."""
         state = slot.state
         cap = self.rules.page_cap(host, state)
         if state.page_count + slot.in_flight >= cap or state.blocked:
             if slot.in_flight == 0:
                 await self._close_host(host, slot, Reason.BLOCKED if state.blocked
                                        else Reason.HOST_CAP)
-            return
+            return False
         if not slot.head:
             slot.head.extend(await self.store.due_urls(host, now, HEAD_SIZE))
         if not slot.head:
@@ -502,42 +702,56 @@ class Frontier:
                 self._schedule(host, slot, nxt)
             elif slot.in_flight == 0:
                 del self._slots[host]  # idle: its row is in the store
-            return
+            return False
         row = slot.head.popleft()
         if self._blocked_paths and path_blocked(row.url, self._blocked_paths):
             row.status = UrlStatus.REJECTED
             row.reason = Reason.BLOCKED
-            await self.store.put_url(row)
+            try:
+                await self.store.put_url(row)
+            except BaseException:
+                row.status, row.reason = UrlStatus.QUEUED, None
+                slot.head.appendleft(row)
+                raise
             self.counters.rejected[Reason.BLOCKED.value] += 1
             self.metrics.count_rejected(Reason.BLOCKED, 1)
             self._schedule(host, slot, now)
-            return
+            return False
         row.status = UrlStatus.IN_FLIGHT
         row.attempts += 1
         task_id = uuid.uuid4().hex
         slot.tasks.add(task_id)
-        self._outstanding += 1
+        try:
+            await self.store.put_url(row)
+            delay = politeness_delay(state, self.settings.politeness, self.delay_overrides)
+            # The longest this request can run: robots.txt and the page (each bounded by
+            # the total timeout) and the rest between them. A new owner waits it out.
+            fs = self.settings.fetcher
+            state.lease_until = max(state.lease_until, now + 2 * fs.total_timeout + delay
+                                    + self.settings.politeness.max_crawl_delay)
+            if not self.embedded:
+                # the lease is for a later owner; embedded mode drops it on recovery, so
+                # the host row is written with the fetch result instead (one write less
+                # per page)
+                await self.store.put_host(state)
+            task = FetchTask(task_id=task_id, url=row.url, host=host, depth=row.depth,
+                             priority=row.priority, attempt=row.attempts, hops=row.hops,
+                             etag=row.etag, last_modified=row.last_modified,
+                             previous_fetch_at=row.last_fetch_at,
+                             previous_record=row.record, delay=delay, issued_at=now)
+            await self.bus.publish(Topic.FETCH, host, task)
+        except BaseException:
+            # The task may have gone out or not. The row goes back to the head with its
+            # attempt still counted, so a late result of this task is a stale one; with
+            # nothing in flight here the host waits out the lease set above.
+            slot.tasks.discard(task_id)
+            row.status = UrlStatus.QUEUED
+            slot.head.appendleft(row)
+            raise
         self.counters.dispatched += 1
-        await self.store.put_url(row)
-        delay = politeness_delay(state, self.settings.politeness, self.delay_overrides)
-        # The longest this request can run: robots.txt and the page (each bounded by
-        # the total timeout) and the rest between them. A new owner waits it out.
-        fs = self.settings.fetcher
-        state.lease_until = max(state.lease_until, now + 2 * fs.total_timeout + delay
-                                + self.settings.politeness.max_crawl_delay)
-        if not self.embedded:
-            # the lease is for a later owner; embedded mode drops it on recovery, so the
-            # host row is written with the fetch result instead (one write less per page)
-            await self.store.put_host(state)
-        task = FetchTask(task_id=task_id, url=row.url, host=host, depth=row.depth,
-                         priority=row.priority, attempt=row.attempts, hops=row.hops,
-                         etag=row.etag, last_modified=row.last_modified,
-                         previous_fetch_at=row.last_fetch_at, previous_record=row.record,
-                         delay=delay,
-                         issued_at=now)
-        await self.bus.publish(Topic.FETCH, host, task)
         if slot.in_flight < self.settings.politeness.max_in_flight_per_host:
             self._schedule(host, slot, now)
+        return True
 
     async def _close_host(self, host: str, slot: HostSlot, reason: Reason) -> None:
         """Reject every queued URL of a host that reached its cap or was blocked."""
@@ -569,7 +783,8 @@ class Frontier:
             f"lease={round(s.state.lease_until - now, 1)})"
             for h, s in sorted(self._slots.items()))
         return (f"owned={'all' if self._owned is None else sorted(self._owned)} "
-                f"outstanding={self._outstanding} timer={len(self._timer)} "
+                f"outstanding={self._outstanding} dispatching={self._dispatching} "
+                f"timer={len(self._timer)} "
                 f"ready={len(self._ready)} hosts: {hosts}")
 
     def _dispatched_here(self, host: str) -> bool:
@@ -590,7 +805,7 @@ class Frontier:
                        blocked: bool | None = None, max_pages: int | None = None,
                        clear_delay: bool = False) -> HostState:
         """Operator overrides of one host; ``clear_delay`` drops its delay override."""
-        async with self._lock:
+        async with self._gate.shared(), self._hosts.hold(host):
             state = await self._set_host(HostControl(
                 host=host, delay=delay, clear_delay=clear_delay, blocked=blocked,
                 max_pages=max_pages))

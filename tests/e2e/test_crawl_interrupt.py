@@ -21,13 +21,20 @@ def crawl_command(web: SimWeb, out: Path, *seeds: str) -> list[str]:
             "--allow-network", "127.0.0.1/32", "--dns", web.dns_servers[0], "--no-progress"]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.timeout(240)
 async def test_ctrl_c_then_the_same_command_resumes(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}
     async with SimWeb(seed(), dns=True) as web:
+        # a test run started as a background job inherits SIGINT ignored; give the
+        # crawler the disposition a terminal gives it
         first = await asyncio.create_subprocess_exec(
             *crawl_command(web, tmp_path, *web.seed_urls()), env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            preexec_fn=_default_sigint)
         async with asyncio.timeout(120):
             await web.log.wait_until(
                 lambda log: sum(log.counts_by_host(exclude_paths=("/robots.txt",)).values())
