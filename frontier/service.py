@@ -376,6 +376,7 @@ class Frontier:
         rows: list[UrlState] = []
         forward: dict[str, list[Link]] = {}
         states: dict[str, HostState | None] = {}  # host rows read for this message
+        taken: set[str] = set()  # URLs of this message already in ``rows``
         self.metrics.urls_discovered.inc(len(msg.links))
         for link in msg.links:
             try:
@@ -387,10 +388,13 @@ class Frontier:
             if not self.owns(host):
                 forward.setdefault(host, []).append(msgspec.structs.replace(link, url=url))
                 continue
-            if self.seen.add(url):
+            if url in taken:
+                continue
+            if url in self.seen:
                 self.counters.seen_skipped += 1
                 self.metrics.seen_filter_skips.inc()
                 continue
+            taken.add(url)
             row = UrlState(host=host, url=url, depth=link.depth, priority=link.priority,
                            hops=link.hops, source=link.source, discovered_at=now)
             reason = trap_reason(url, host, link.depth, self.rules, self._blocked_paths)
@@ -411,6 +415,10 @@ class Frontier:
                 row.reason = reason
             rows.append(row)
         inserted = await self.store.add_urls(rows) if rows else []
+        # only now, with the rows stored: a failed store call retries this message, and
+        # a URL marked seen before that would be skipped by the retry and lost
+        for row in rows:
+            self.seen.add(row.url)
         self.counters.known += len(rows) - len(inserted)
         queued: dict[str, float] = {}
         for row in inserted:
