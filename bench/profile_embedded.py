@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -47,6 +46,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from bench.runners import wait_with_usage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -119,26 +120,11 @@ def _crawl_once(args: argparse.Namespace, run: int, handle: Any, expected: set[s
     with (out_root / f"run-{run}.log").open("wb") as log:
         proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
-        deadline = started + args.timeout
-        while True:
-            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-            if pid == proc.pid:
-                break
-            if time.monotonic() > deadline:
-                print(f"run {run}: timed out after {args.timeout:g} s; stopping it",
-                      file=sys.stderr)
-                os.kill(proc.pid, signal.SIGINT)
-                end = time.monotonic() + 20
-                while time.monotonic() < end:
-                    pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-                    if pid == proc.pid:
-                        break
-                    time.sleep(0.1)
-                else:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    _, status, rusage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.02)
+        status, rusage, timed_out = wait_with_usage(proc, started + args.timeout,
+                                                    grace=20.0, poll=0.02)
+        if timed_out:
+            print(f"run {run}: timed out after {args.timeout:g} s; stopped it",
+                  file=sys.stderr)
     wall = time.monotonic() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
     records = handle.log.records()[before:]

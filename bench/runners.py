@@ -101,6 +101,31 @@ class RunResult:
         return d
 
 
+
+def wait_with_usage(proc: subprocess.Popen[bytes], deadline: float, *, grace: float,
+                    poll: float) -> tuple[int, Any, bool]:
+    """Wait for ``proc`` and collect its resource usage (``os.wait4``): (wait status,
+    rusage, timed out). Past ``deadline`` it gets SIGINT, and SIGKILL ``grace`` seconds
+    later. ``os.kill``, not ``Popen.send_signal``, which would reap the process before
+    wait4 collects its usage."""
+    while True:
+        pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            return status, rusage, False
+        if time.monotonic() > deadline:
+            break
+        time.sleep(poll)
+    os.kill(proc.pid, signal.SIGINT)
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            return status, rusage, True
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    _, status, rusage = os.wait4(proc.pid, 0)
+    return status, rusage, True
+
 def folder_bytes(path: Path) -> int:
     total = 0
     for root, _, files in os.walk(path):
@@ -171,35 +196,14 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
     infra0 = {p: cpu_sample(p) for p in infra}
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     started = time.monotonic()
-    timed_out = False
     with crawl.log_path.open("wb") as out:
         proc = subprocess.Popen(crawl.command, cwd=crawl.cwd, env=crawl.env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = started + crawl.timeout
-        status = None
-        rusage = None
-        while True:
-            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-            if pid == proc.pid:
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                log(f"    {crawl.name} run {run}: timed out after {crawl.timeout:.0f} s; "
-                    "stopping it")
-                # os.kill, not Popen.send_signal, which would reap the process
-                # before wait4 collects its usage
-                os.kill(proc.pid, signal.SIGINT)
-                end = time.monotonic() + 30
-                while time.monotonic() < end:
-                    pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-                    if pid == proc.pid:
-                        break
-                    time.sleep(0.1)
-                else:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    _, status, rusage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.05)
+        status, rusage, timed_out = wait_with_usage(proc, started + crawl.timeout,
+                                                    grace=30.0, poll=0.05)
+        if timed_out:
+            log(f"    {crawl.name} run {run}: timed out after {crawl.timeout:.0f} s; "
+                "stopped it")
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
     time.sleep(0.2)  # the access log line of the last response

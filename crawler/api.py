@@ -326,9 +326,7 @@ class ControlApi:
         update = parse_host_update(await request.read())
         change = host_control(host, update, time.time())
         if self.frontier is not None:
-            state = await self.frontier.set_host(
-                host, delay=change.delay, clear_delay=change.clear_delay,
-                blocked=change.blocked, max_pages=change.max_pages)
+            state = await self.frontier.set_host(change)
             log.info("control API: host %s changed to %s", host, host_json(state))
             return _json(host_json(state))
         # cluster mode: the owning frontier applies the change (it holds the live row);

@@ -809,14 +809,10 @@ class Frontier:
         self.paused = False
         self._wake.set()
 
-    async def set_host(self, host: str, *, delay: float | None = None,
-                       blocked: bool | None = None, max_pages: int | None = None,
-                       clear_delay: bool = False) -> HostState:
-        """Operator overrides of one host; ``clear_delay`` drops its delay override."""
-        async with self._gate.shared(), self._hosts.hold(host):
-            state = await self._set_host(HostControl(
-                host=host, delay=delay, clear_delay=clear_delay, blocked=blocked,
-                max_pages=max_pages))
+    async def set_host(self, change: HostControl) -> HostState:
+        """Apply an operator's change to one host at once (embedded mode's API)."""
+        async with self._gate.shared(), self._hosts.hold(change.host):
+            state = await self._set_host(change)
         self._wake.set()
         return state
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import socket
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +22,9 @@ import yaml
 from common.messages import FetchOutcome, Reason, Topic
 from common.metrics import HealthServer, Metrics
 from common.robots import RobotsBasis
+from tests.prometheus_support import PROMETHEUS, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None,
                                 reason="prometheus not installed (apt-get install prometheus)")
 
@@ -94,23 +92,8 @@ def prometheus(tmp_path: Path, endpoint: int) -> Iterator[str]:
         "scrape_configs": [{"job_name": "fetcher",
                             "static_configs": [{"targets": [f"127.0.0.1:{endpoint}"]}]}],
     }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    port = _free_port()
-    with (tmp_path / "prometheus.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-             f"--storage.tsdb.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+    with run_prometheus(tmp_path, config, _free_port()) as base:
+        yield base
 
 
 async def _query(session: aiohttp.ClientSession, base: str, expr: str) -> dict[str, Any]:

@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 
 from simweb import SimWeb
 from simweb.scenarios import seed
 from tests.integration.cluster import cluster, require_cluster_servers
+from tests.prometheus_support import PROMETHEUS, run_prometheus
 
-PROMETHEUS = shutil.which("prometheus")
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(PROMETHEUS is None,
@@ -35,28 +30,6 @@ pytestmark = [
 
 ROLES = {"frontier": "frontier", "fetcher-1": "fetcher", "fetcher-2": "fetcher",
          "parser": "parser", "dedup": "dedup"}
-
-
-@contextmanager
-def _prometheus(tmp_path: Path, config: dict[str, Any], port: int) -> Iterator[str]:
-    """Prometheus on 127.0.0.1:``port`` with ``config``; its base URL. Stopped by PID."""
-    assert PROMETHEUS is not None
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    with (tmp_path / "prometheus.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdout=subprocess.DEVNULL, stderr=log)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
 
 
 async def _query(http: aiohttp.ClientSession, base: str, expr: str) -> list[Any]:
@@ -94,7 +67,7 @@ async def test_prometheus_reads_the_crawl_rate_of_a_local_cluster(tmp_path: Path
                                                      for n, r in ROLES.items() if r == role]}]}
                     for role in sorted(set(ROLES.values()))],
             }
-            with _prometheus(tmp_path, config, c.free_port()) as base:
+            with run_prometheus(tmp_path, config, c.free_port()) as base:
                 for name, role in ROLES.items():
                     c.start(name, role, {"CRAWLER_METRICS_PORT": str(ports[name])})
                 c.seed(web.seed_urls())
