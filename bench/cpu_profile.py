@@ -1,8 +1,9 @@
 """Where the embedded crawler's CPU goes: py-spy samples folded into stages.
 
 py-spy samples every thread of the crawl (the event loop, the SQLite store's worker
-thread, the DNS resolver's thread) from outside the process, so the profile includes
-work done off the event loop and costs the crawl little. Samples whose innermost frame
+thread, the DNS resolver's thread, and with ``--subprocesses`` the page worker
+processes) from outside the process, so the profile includes work done off the event
+loop and costs the crawl little. Samples whose innermost frame
 is a thread waiting for work (the executor's queue, the selector, a sleep) are idle
 and left out; the rest are CPU.
 
@@ -73,8 +74,37 @@ STAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+def _process(stack: str) -> tuple[str, str]:
+    """(process, rest of the stack). With --subprocesses py-spy begins a stack with a
+    ``process PID:"command line"`` frame for the process and each of its parents."""
+    process = "main process"
+    while stack.startswith("process "):
+        head, _, stack = stack.partition(";")
+        if "common.pagework" in head:
+            process = "page worker processes"
+    return process, stack
+
+
+def _samples(raw: str) -> list[tuple[str, int]]:
+    """(stack, count) pairs. A command line with a line break in it (a spawned worker's
+    ``-c`` program) continues the stack on the next line."""
+    out: list[tuple[str, int]] = []
+    pending = ""
+    for line in raw.splitlines():
+        pending += line
+        stack, _, count = pending.rstrip().rpartition(" ")
+        if stack and count.isdigit():
+            out.append((stack, int(count)))
+            pending = ""
+        else:
+            pending += "\n"
+    return out
+
+
 def _frames(stack: str) -> list[tuple[str, str]]:
     out = []
+    if not stack:
+        return out
     for frame in stack.split(";"):
         m = _FRAME.match(frame)
         if m:
@@ -91,14 +121,16 @@ def _idle(frames: list[tuple[str, str]]) -> bool:
     return any(file.endswith(f) and func.endswith(fn) for f, fn in IDLE_LEAVES)
 
 
-def _thread(frames: list[tuple[str, str]]) -> str:
+def _thread(frames: list[tuple[str, str]], process: str = "main process") -> str:
+    if process != "main process":
+        return process
     files = " ".join(f for _, f in frames)
     if "sqlite_store.py" in files:
         return "SQLite store thread"
     if any("pycares" in f for f in files.split()):
         return "DNS resolver thread"
     if frames and "threading.py" in frames[0][1]:
-        return "worker threads (asyncio.to_thread: parsing, WARC writing)"
+        return "worker threads (asyncio.to_thread, executor queues)"
     return "event loop thread"
 
 
@@ -114,6 +146,13 @@ def _component(frames: list[tuple[str, str]]) -> str:
 def _stage(frames: list[tuple[str, str]], thread: str) -> str:
     if thread == "SQLite store thread":
         return "state store (SQLite thread)"
+    if thread == "page worker processes":
+        worker = [f for _, f in frames]
+        if any("parser/" in f for f in worker):
+            return "parser (page worker processes)"
+        if any("fetcher/" in f for f in worker):
+            return "fetcher WARC writing (page worker processes)"
+        return "page worker processes, other"
     for func, file in frames:
         if "site-packages" in file:
             continue
@@ -133,17 +172,14 @@ def summarize(raw: str, rate: int) -> dict[str, Any]:
     stages: Counter[str] = Counter()
     threads: Counter[str] = Counter()
     leaves: Counter[str] = Counter()
-    for line in raw.splitlines():
-        stack, _, count = line.rstrip().rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n = int(count)
+    for stack, n in _samples(raw):
+        process, stack = _process(stack)
         frames = _frames(stack)
         total += n
         if _idle(frames):
             idle += n
             continue
-        thread = _thread(frames)
+        thread = _thread(frames, process)
         threads[thread] += n
         components[_component(frames)] += n
         stages[_stage(frames, thread)] += n

@@ -517,8 +517,9 @@ class Bench:
         raw = VAR / "profile.txt"
         pages = min(self.cfg.profile_pages, len(self.web.expected))
         self.log(f"profile: embedded crawl of {pages} pages under py-spy "
-                 f"({self.cfg.profile_rate} Hz, every thread)")
-        cmd = [spy, "record", "--rate", str(self.cfg.profile_rate), "--format", "raw",
+                 f"({self.cfg.profile_rate} Hz, every thread and process)")
+        cmd = [spy, "record", "--subprocesses", "--rate", str(self.cfg.profile_rate),
+               "--format", "raw",
                "--output", str(raw), "--", self.python, "-m", "crawler.cli", "crawl",
                "--no-progress", "--max-pages", str(pages), "--out", str(out), *self.web.seeds]
         started = time.monotonic()

@@ -113,7 +113,8 @@ def _crawl_once(args: argparse.Namespace, run: int, handle: Any, expected: set[s
            *handle.seed_urls()]
     raw = out_root / f"profile-{run}.txt"
     if args.py_spy:
-        cmd = [args.py_spy, "record", "--rate", str(args.rate), "--format", "raw",
+        cmd = [args.py_spy, "record", "--subprocesses", "--rate", str(args.rate),
+               "--format", "raw",
                "--output", str(raw), "--", *cmd]
     before = len(handle.log.records())
     started = time.monotonic()

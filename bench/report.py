@@ -429,7 +429,8 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
     prof = results.get("profile")
     if prof and "components" in prof:
         w("## Where the CPU goes (embedded crawl, profiled)\n")
-        w(f"py-spy sampled every thread of `crawler crawl` at {prof['rate_hz']} Hz over "
+        w(f"py-spy sampled every thread of `crawler crawl` and of its page worker "
+          f"process at {prof['rate_hz']} Hz over "
           f"{prof['pages']:,} pages ({_f(prof['wall_seconds'])} s; "
           f"{_f(prof['process_cpu_seconds'])} CPU seconds by the kernel's count, "
           f"{_f(prof['cpu_seconds'])} s in CPU samples). Samples of threads waiting for "
@@ -456,8 +457,8 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
         for row in prof["stages"]:
             w(f"| {row['name']} | {_f(row['cpu_seconds'])} | {100 * row['share']:.1f}% |")
         w("")
-        w("By thread:\n")
-        w("| thread | CPU s | share |\n|---|---|---|")
+        w("By process and thread:\n")
+        w("| process or thread | CPU s | share |\n|---|---|---|")
         for row in prof["threads"]:
             w(f"| {row['name']} | {_f(row['cpu_seconds'])} | {100 * row['share']:.1f}% |")
         w("")

@@ -51,6 +51,7 @@ import math
 import re
 import socket
 import uuid
+import zlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -70,6 +71,9 @@ from common.messages import RecordPointer
 from common.ports import BlobStore
 
 WARC_VERSION = "1.1"
+# gzip level of every record: zlib's default. Level 9 costs about 1.7 times the CPU for
+# about 5% smaller records of HTML; level 1 is faster again but 35% larger.
+GZIP_LEVEL = 6
 PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 RevisitProfile = Literal["identical-payload-digest", "server-not-modified"]
@@ -308,12 +312,17 @@ class _Writer(WARCWriter):  # type: ignore[misc]
 
 
 def _serialise(build: Any) -> tuple[bytes, Any]:
-    """Run ``build(writer)`` to make a record, and return it as one gzip member."""
+    """Run ``build(writer)`` to make a record, and return it as one gzip member.
+
+    warcio would compress at level 9; the record is compressed here at
+    :data:`GZIP_LEVEL` instead, into the same one-member-per-record layout.
+    """
     out = BytesIO()
-    writer = _Writer(out, gzip=True, warc_version=WARC_VERSION)
+    writer = _Writer(out, gzip=False, warc_version=WARC_VERSION)
     record = build(writer)
     writer.write_record(record)
-    return out.getvalue(), record
+    packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    return packer.compress(out.getbuffer()) + packer.flush(), record
 
 
 # -- the writer ------------------------------------------------------------------------

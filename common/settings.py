@@ -59,6 +59,11 @@ class CrawlSettings:
     frontier_concurrency: int = _f(64, "Messages a cluster frontier handles at once (of "
                                    "different hosts; embedded mode handles one at a time).",
                                    minimum=1)
+    page_processes: int = _f(1, "Embedded mode: worker processes that write WARC records "
+                             "and parse pages beside the main process, so a crawl uses "
+                             "more than one core (0: worker threads of the main "
+                             "process). Services in cluster mode use threads; run more "
+                             "of them to use more cores.", minimum=0)
 
     @property
     def user_agent(self) -> str:

@@ -34,6 +34,7 @@ from common.adapters.sqlite_store import SqliteStateStore
 from common.archive import ArchiveWriter
 from common.messages import DeadLetter, PageRecord, Topic, encode
 from common.metrics import HealthServer, Metrics, serve_health
+from common.pagework import PageWork, ProcessPageWork, ThreadPageWork, WorkContext
 from common.ports import Delivery
 from common.runtime import blob_root, make_store, state_path
 from common.settings import Settings
@@ -77,14 +78,23 @@ class EmbeddedCrawler:
                                     prefix=settings.blob.prefix,
                                     max_bytes=settings.blob.warc_max_bytes)
         self.archive = ArchiveWriter(self.blobs, software=settings.crawl.user_agent)
+        # WARC writing and parsing: in worker processes, or on threads of this one
+        self.work: PageWork
+        if settings.crawl.page_processes:
+            self.work = ProcessPageWork(settings, processes=settings.crawl.page_processes,
+                                        root=str(blob_root(settings)), writer=writer_id,
+                                        cdx_name=self.archive.cdx_name)
+        else:
+            self.work = ThreadPageWork(WorkContext(settings, self.blobs, self.archive))
         self.bus = MemoryBus(settings.bus, partitions=1, metrics=self.metrics.bus)
         self.http = HttpFetcher(settings)
         self.robots = RobotsCache(self.store, self.http, settings)
         self.frontier = Frontier(settings, self.bus, self.store, metrics=self.metrics)
         self.fetcher = FetcherStage(settings, self.bus, self.store, self.blobs, self.archive,
-                                    self.http, self.robots, metrics=self.metrics)
+                                    self.http, self.robots, metrics=self.metrics,
+                                    work=self.work)
         self.parser = ParserStage(settings, self.bus, self.blobs, self.archive,
-                                  metrics=self.metrics)
+                                  metrics=self.metrics, work=self.work)
         self.dedup = DedupStage(settings, self.bus, self.store, metrics=self.metrics)
         self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -109,6 +119,7 @@ class EmbeddedCrawler:
     async def start(self) -> None:
         await self.store.open()
         await self.http.start()
+        await self.work.start()
         fs = self.settings.fetcher
         consumers: list[tuple[str, Sequence[Topic], Callable[[Delivery], object], int]] = [
             ("frontier", (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS),
@@ -168,6 +179,7 @@ class EmbeddedCrawler:
                 await t
         self._tasks.clear()
         await self.http.close()
+        await self.work.close()  # the workers close their own files
         self.blobs.flush()
         self.blobs.close()
         await self.store.close()

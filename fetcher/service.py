@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from common.archive import ArchiveWriter, Written, content_hash, payload_digest, read_response
 from common.messages import FetchOutcome, FetchResult, FetchTask, Topic
 from common.metrics import Metrics
+from common.pagework import PageWork, ThreadPageWork, WorkContext
 from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.settings import Settings
 from fetcher.gate import HostGate
@@ -51,7 +52,7 @@ class FetcherCounters:
 class FetcherStage:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore,
                  archive: ArchiveWriter, http: HttpFetcher, robots: RobotsCache, *,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, work: PageWork | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.store = store
@@ -59,6 +60,8 @@ class FetcherStage:
         self.archive = archive
         self.http = http
         self.robots = robots
+        # where WARC exchanges are written: worker threads here, or worker processes
+        self.work: PageWork = work or ThreadPageWork(WorkContext(settings, blobs, archive))
         self.gate = HostGate()
         self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.counters = FetcherCounters()
@@ -97,7 +100,7 @@ class FetcherStage:
             if decision.response is not None and self.settings.fetcher.store_robots_in_warc:
                 for hop in decision.response.responses:
                     if hop.status:
-                        await asyncio.to_thread(self._write_exchange, hop)
+                        await self._write_exchange(hop)
         if robots_fetched and decision.outcome in ROBOTS_FAILURES:
             return _robots_result(task, decision, ROBOTS_FAILURES[decision.outcome],
                                   error=decision.error)
@@ -141,7 +144,7 @@ class FetcherStage:
             record = (await self._store_not_modified(task, resp)).pointer
         elif resp.status:
             # errors, redirects, throttling: the exchange is archived as it was received
-            record = (await asyncio.to_thread(self._write_exchange, resp)).pointer
+            record = (await self._write_exchange(resp)).pointer
         if outcome not in (FetchOutcome.OK, FetchOutcome.NOT_MODIFIED, FetchOutcome.REDIRECT):
             self.counters.errors += 1
         return FetchResult(
@@ -158,14 +161,14 @@ class FetcherStage:
         """Write a new body once; any later copy becomes a revisit record."""
         holder_url, holder_record = await self.store.claim_content(digest, task.url, None)
         if holder_record is None and holder_url == task.url:
-            written = await asyncio.to_thread(self._write_exchange, resp)
+            written = await self._write_exchange(resp)
             await self.store.set_content_record(digest, task.url, written.pointer)
             self.counters.stored += 1
             return written, None
         if holder_record is None:
             # the first copy is being written by another fetch right now; storing this
             # one in full keeps the archive self-contained
-            written = await asyncio.to_thread(self._write_exchange, resp)
+            written = await self._write_exchange(resp)
             self.counters.stored += 1
             return written, holder_url
         original = await asyncio.to_thread(read_response, self.blobs, holder_record)
@@ -202,15 +205,26 @@ class FetcherStage:
                     refers_to_date=date, refers_to_record_id=record_id,
                     profile="server-not-modified", payload_digest=original.payload_digest,
                     ip=resp.peer_ip)
-        return await asyncio.to_thread(self._write_exchange, resp)
+        return await self._write_exchange(resp)
 
-    def _write_exchange(self, resp: Response) -> Written:
-        return self.archive.write_exchange(
-            url=resp.url, method="GET", request_headers=list(resp.request_headers),
+    async def _write_exchange(self, resp: Response) -> Written:
+        return await self.work.run(
+            write_exchange_job, url=resp.url, request_headers=list(resp.request_headers),
             status=resp.status, reason=resp.reason, response_headers=list(resp.headers),
             body=resp.body, fetched_at=resp.fetched_at, ip=resp.peer_ip,
             http_version=resp.http_version or "1.1",
             metadata={"fetchTimeMs": str(round(resp.elapsed * 1000))})
+
+
+def write_exchange_job(ctx: WorkContext, *, url: str, request_headers: list[tuple[str, str]],
+                       status: int, reason: str, response_headers: list[tuple[str, str]],
+                       body: bytes, fetched_at: float, ip: str | None, http_version: str,
+                       metadata: dict[str, object]) -> Written:
+    """Page work: the request, response and metadata records of one GET exchange."""
+    return ctx.archive.write_exchange(
+        url=url, method="GET", request_headers=request_headers, status=status,
+        reason=reason, response_headers=response_headers, body=body,
+        fetched_at=fetched_at, ip=ip, http_version=http_version, metadata=metadata)
 
 
 def _robots_result(task: FetchTask, decision: RobotsDecision, outcome: FetchOutcome, *,

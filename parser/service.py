@@ -11,7 +11,6 @@ its links are never followed. Any failure on a hostile page ends as a ParsedPage
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from common import urls
 from common.archive import ArchiveWriter, Written, read_response
 from common.messages import FetchOutcome, FetchResult, ParsedPage, RecordPointer, Topic
 from common.metrics import Metrics
+from common.pagework import PageWork, ThreadPageWork, WorkContext
 from common.ports import BlobStore, Bus, Delivery
 from common.settings import Settings
 from common.simhash import simhash64
@@ -69,12 +69,14 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
 
 class ParserStage:
     def __init__(self, settings: Settings, bus: Bus, blobs: BlobStore,
-                 archive: ArchiveWriter, *, metrics: Metrics | None = None) -> None:
+                 archive: ArchiveWriter, *, metrics: Metrics | None = None,
+                 work: PageWork | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.blobs = blobs
         self.archive = archive
-        self.tracking = urls.TrackingRules.from_settings(settings.urls)
+        # where pages are parsed: worker threads here, or worker processes
+        self.work: PageWork = work or ThreadPageWork(WorkContext(settings, blobs, archive))
         self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.parsed = 0
         self.failed = 0
@@ -97,10 +99,10 @@ class ParserStage:
         if result.duplicate_of is not None:
             return msgspec.structs.replace(base, duplicate_of=result.duplicate_of)
         try:
-            # one hop to a worker thread for the whole page: each hop costs the event
-            # loop a wake-up, and these steps always run together
-            found, text_written, simhash, elapsed = await asyncio.to_thread(
-                self._parse_sync, result, record)
+            # one hop to a worker for the whole page: each hop costs the event loop a
+            # wake-up, and these steps always run together
+            found, text_written, simhash, elapsed = await self.work.run(
+                parse_job, result, record)
         except Exception as exc:  # a hostile page must end as a recorded outcome
             self.failed += 1
             self.metrics.parser.parse_failures.inc()
@@ -118,25 +120,26 @@ class ParserStage:
             text_record=text_written.pointer, links=found.links, noindex=found.noindex,
             nofollow=found.nofollow)
 
-    def _parse_sync(self, result: FetchResult, record: RecordPointer
-                    ) -> tuple[Extracted, Written, int | None, float]:
-        """Read the stored response, analyse it, write its text record, fingerprint the
-        text (in a worker thread). Returns the analysis, the text record, the SimHash
-        (None for a text without words) and the seconds spent reading and analysing."""
-        task = result.task
-        started = time.perf_counter()
-        stored = read_response(self.blobs, record)
-        content_type = _header(stored.headers, "content-type") or result.content_type
-        x_robots = _header(stored.headers, "x-robots-tag") or result.x_robots_tag
-        found = analyse(stored.body, content_type, task.url, x_robots_tag=x_robots,
-                        product_token=self.settings.crawl.user_agent_product,
-                        tracking=self.tracking)
-        elapsed = time.perf_counter() - started
-        text_written = self.archive.write_text(
-            url=task.url, text=found.text, fetched_at=result.fetched_at,
-            refers_to_record_id=stored.record_id)
-        simhash = simhash64(found.text) if found.text.strip() else None
-        return found, text_written, simhash, elapsed
+
+def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer
+              ) -> tuple[Extracted, Written, int | None, float]:
+    """Page work: read the stored response, analyse it, write its text record and
+    fingerprint the text. Returns the analysis, the text record, the SimHash (None for
+    a text without words) and the seconds spent reading and analysing."""
+    task = result.task
+    started = time.perf_counter()
+    stored = read_response(ctx.blobs, record)
+    content_type = _header(stored.headers, "content-type") or result.content_type
+    x_robots = _header(stored.headers, "x-robots-tag") or result.x_robots_tag
+    found = analyse(stored.body, content_type, task.url, x_robots_tag=x_robots,
+                    product_token=ctx.settings.crawl.user_agent_product,
+                    tracking=ctx.tracking)
+    elapsed = time.perf_counter() - started
+    text_written = ctx.archive.write_text(
+        url=task.url, text=found.text, fetched_at=result.fetched_at,
+        refers_to_record_id=stored.record_id)
+    simhash = simhash64(found.text) if found.text.strip() else None
+    return found, text_written, simhash, elapsed
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str | None:

@@ -1,0 +1,177 @@
+"""Page work in worker processes: real processes, a real socket pair, real WARC files."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from common.adapters.local_blobs import LocalBlobStore
+from common.archive import read_response
+from common.pagework import PageWorkError, ProcessPageWork, WorkContext
+from common.settings import Settings
+from fetcher.service import write_exchange_job
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pid(ctx: WorkContext) -> int:
+    return os.getpid()
+
+
+def _sleep(ctx: WorkContext, seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
+
+
+class UnpicklableError(Exception):
+    def __init__(self, handle: object) -> None:
+        super().__init__("cannot cross")
+        self.handle = handle
+
+
+def _fail(ctx: WorkContext, how: str) -> None:
+    if how == "value":
+        raise ValueError("a hostile page")
+    raise UnpicklableError(lambda: None)
+
+
+def _work(tmp_path: Path, processes: int = 1) -> ProcessPageWork:
+    settings = Settings().replace(crawl={"out_dir": str(tmp_path)})
+    return ProcessPageWork(settings, processes=processes, root=str(tmp_path / "warc"),
+                           writer="test", cdx_name="index.cdxj")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+async def test_jobs_run_in_a_worker_process_and_its_records_are_readable(
+        tmp_path: Path) -> None:
+    work = _work(tmp_path)
+    await work.start()
+    try:
+        worker_pid = await work.run(_pid)
+        assert worker_pid != os.getpid()
+        body = b"<html><body><p>worker</p></body></html>" * 50
+        written = await work.run(
+            write_exchange_job, url="http://a.test/p", request_headers=[("Accept", "*/*")],
+            status=200, reason="OK", response_headers=[("Content-Type", "text/html")],
+            body=body, fetched_at=time.time(), ip="127.0.0.1", http_version="1.1",
+            metadata={"fetchTimeMs": "3"})
+    finally:
+        await work.close()
+    assert _gone(worker_pid)
+    # the worker wrote under a writer id of its own, and the parent can read it back
+    assert f"-test-p{worker_pid}-warc-" in written.pointer.file
+    with LocalBlobStore(str(tmp_path / "warc"), writer_id="reader") as blobs:
+        stored = read_response(blobs, written.pointer)
+    assert stored.body == body and stored.url == "http://a.test/p"
+    files = sorted((tmp_path / "warc").glob("*.warc.gz"))
+    assert len(files) == 1
+    with files[0].open("rb") as fh:
+        kinds = [r.rec_type for r in ArchiveIterator(fh, check_digests="raise")]
+    assert kinds == ["warcinfo", "response", "request", "metadata"]
+    index = (tmp_path / "warc" / "index.cdxj").read_text().splitlines()
+    assert len(index) == 1 and '"status": "200"' in index[0]
+
+
+async def test_a_jobs_exception_is_raised_in_the_parent(tmp_path: Path) -> None:
+    work = _work(tmp_path)
+    await work.start()
+    try:
+        with pytest.raises(ValueError, match="a hostile page"):
+            await work.run(_fail, "value")
+        with pytest.raises(PageWorkError, match="UnpicklableError: cannot cross"):
+            await work.run(_fail, "unpicklable")
+        assert await work.run(_pid) != os.getpid()  # the worker is still there
+    finally:
+        await work.close()
+
+
+async def test_jobs_spread_over_workers(tmp_path: Path) -> None:
+    work = _work(tmp_path, processes=2)
+    await work.start()
+    try:
+        pids = await asyncio.gather(*(work.run(_sleep, 0.3) for _ in range(4)))
+    finally:
+        await work.close()
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+
+
+async def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one(
+        tmp_path: Path) -> None:
+    work = _work(tmp_path)
+    await work.start()
+    try:
+        first = await work.run(_pid)
+        slow = asyncio.ensure_future(work.run(_sleep, 30.0))
+        await asyncio.sleep(0.3)
+        os.kill(first, signal.SIGKILL)  # our own child
+        with pytest.raises(PageWorkError, match="ended"):
+            await asyncio.wait_for(slow, 10)
+        second = await work.run(_pid)
+    finally:
+        await work.close()
+    assert second != first
+
+
+async def test_a_worker_ignores_sigint(tmp_path: Path) -> None:
+    work = _work(tmp_path)
+    await work.start()
+    try:
+        pid = await work.run(_pid)
+        os.kill(pid, signal.SIGINT)  # what a terminal's Ctrl-C sends the process group
+        await asyncio.sleep(0.3)
+        assert await work.run(_pid) == pid
+    finally:
+        await work.close()
+
+
+def test_a_worker_ends_when_its_parent_dies(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import asyncio, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from common.pagework import ProcessPageWork
+        from common.settings import Settings
+        from tests.e2e.test_pagework import _pid
+
+        async def main():
+            work = ProcessPageWork(Settings(), processes=1, root={str(tmp_path)!r},
+                                   writer="orphan", cdx_name="index.cdxj")
+            await work.start()
+            print(await work.run(_pid), flush=True)
+            time.sleep(60)
+
+        asyncio.run(main())
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              cwd=ROOT, text=True)
+    try:
+        assert parent.stdout is not None
+        worker = int(parent.stdout.readline())
+        assert not _gone(worker)
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while not _gone(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(worker), "the worker outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
