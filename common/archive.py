@@ -52,7 +52,7 @@ import re
 import socket
 import uuid
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 from io import BytesIO
@@ -379,11 +379,16 @@ class ArchiveWriter:
                        reason: str, response_headers: Sequence[tuple[str, str]],
                        body: bytes, fetched_at: float, ip: str | None,
                        http_version: str = "1.1",
-                       metadata: Mapping[str, object] | None = None) -> Written:
+                       metadata: Mapping[str, object] | None = None,
+                       remember: Callable[[RecordPointer, StoredResponse], None] | None = None
+                       ) -> Written:
         """Write response, request and (optional) metadata records of one fetch.
 
         ``body`` is the decoded body. The three records are appended together, so they
         share a file; the returned pointer covers the response record alone.
+        ``remember``, when given, gets the pointer and the response as
+        :func:`read_response` would read it back, so a reader in the same process can
+        skip reading, decompressing and checking the record it has just written.
         """
         uri = target_uri(url)
         date = warc_date(fetched_at)
@@ -441,6 +446,8 @@ class ArchiveWriter:
         self.blobs.append_line(self.cdx_name, cdxj_line(
             url=uri, date=date, mime=_mime(resp_headers), status=status, digest=digest,
             pointer=pointer))
+        if remember is not None:
+            remember(pointer, _stored(resp_record, body))
         return Written(pointer=pointer, record_id=resp_id, warc_date=date,
                        payload_digest=digest)
 
@@ -530,6 +537,22 @@ def _ip(ip: str | None) -> str | None:
 # -- reading back ----------------------------------------------------------------------
 
 
+def _stored(record: Any, body: bytes) -> StoredResponse:
+    """A warcio response or revisit record (read, or just built) as a StoredResponse."""
+    h = record.rec_headers
+    http_headers = record.http_headers
+    code, _, reason = http_headers.statusline.partition(" ")
+    return StoredResponse(
+        url=h.get_header("WARC-Target-URI"), record_type=record.rec_type, status=int(code),
+        reason=reason, headers=list(http_headers.headers), body=body,
+        record_id=h.get_header("WARC-Record-ID"), warc_date=h.get_header("WARC-Date"),
+        payload_digest=h.get_header("WARC-Payload-Digest"),
+        profile=h.get_header("WARC-Profile"),
+        refers_to_url=h.get_header("WARC-Refers-To-Target-URI"),
+        refers_to_date=h.get_header("WARC-Refers-To-Date"),
+        refers_to_record_id=h.get_header("WARC-Refers-To"))
+
+
 def read_response(blobs: BlobStore, pointer: RecordPointer) -> StoredResponse:
     """Read the response or revisit record at ``pointer``; digests are checked."""
     data = blobs.read(pointer)
@@ -541,19 +564,7 @@ def read_response(blobs: BlobStore, pointer: RecordPointer) -> StoredResponse:
         kind = record.rec_type
         if kind not in ("response", "revisit") or record.http_headers is None:
             raise ArchiveError(f"record at {pointer!r} is a {kind} record, not a response")
-        body = record.raw_stream.read() if kind == "response" else b""
-        h = record.rec_headers
-        http_headers = record.http_headers
-        code, _, reason = http_headers.statusline.partition(" ")
-        return StoredResponse(
-            url=h.get_header("WARC-Target-URI"), record_type=kind, status=int(code),
-            reason=reason, headers=list(http_headers.headers), body=body,
-            record_id=h.get_header("WARC-Record-ID"), warc_date=h.get_header("WARC-Date"),
-            payload_digest=h.get_header("WARC-Payload-Digest"),
-            profile=h.get_header("WARC-Profile"),
-            refers_to_url=h.get_header("WARC-Refers-To-Target-URI"),
-            refers_to_date=h.get_header("WARC-Refers-To-Date"),
-            refers_to_record_id=h.get_header("WARC-Refers-To"))
+        return _stored(record, record.raw_stream.read() if kind == "response" else b"")
     except ArchiveError:
         raise
     except (ArchiveLoadFailed, ValueError, EOFError, OSError) as exc:

@@ -43,16 +43,20 @@ import signal
 import socket
 import struct
 import sys
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from common import urls
-from common.archive import ArchiveWriter
+from common.archive import ArchiveWriter, StoredResponse
+from common.messages import RecordPointer
 from common.ports import BlobStore
 from common.settings import Settings
 
 log = logging.getLogger(__name__)
+
+KEEP_RECENT = 256  # responses a worker keeps for parsing (about 5 MiB of 20 KiB pages)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -64,15 +68,35 @@ class PageWorkError(RuntimeError):
 
 @dataclass(slots=True)
 class WorkContext:
-    """What a page job may use: the settings and the worker's blob store and archive."""
+    """What a page job may use: the settings and the worker's blob store and archive.
+
+    With ``keep_recent`` > 0 it also keeps the last responses written here (at most
+    that many), so parsing a page written by the same worker skips reading it back
+    from the file. Only useful where one process both writes and parses pages (embedded
+    mode); a fetcher service never parses, so it keeps none.
+    """
 
     settings: Settings
     blobs: BlobStore
     archive: ArchiveWriter
+    keep_recent: int = 0
     tracking: urls.TrackingRules = field(init=False)
+    recent: OrderedDict[RecordPointer, StoredResponse] = field(init=False)
 
     def __post_init__(self) -> None:
         self.tracking = urls.TrackingRules.from_settings(self.settings.urls)
+        self.recent = OrderedDict()
+
+    def remember(self, pointer: RecordPointer, stored: StoredResponse) -> None:
+        if self.keep_recent <= 0:
+            return
+        self.recent[pointer] = stored
+        while len(self.recent) > self.keep_recent:
+            self.recent.popitem(last=False)
+
+    def recall(self, pointer: RecordPointer) -> StoredResponse | None:
+        """The response written at ``pointer`` by this worker, once (then forgotten)."""
+        return self.recent.pop(pointer, None)
 
 
 class PageWork(Protocol):
@@ -149,8 +173,8 @@ def worker_main(fd: int) -> int:
     settings, root, writer, cdx_name = setup
     blobs = LocalBlobStore(root, writer_id=f"{writer}-p{os.getpid()}",
                            prefix=settings.blob.prefix, max_bytes=settings.blob.warc_max_bytes)
-    context = WorkContext(settings, blobs, ArchiveWriter(blobs, software=settings.crawl.user_agent,
-                                                         cdx_name=cdx_name))
+    archive = ArchiveWriter(blobs, software=settings.crawl.user_agent, cdx_name=cdx_name)
+    context = WorkContext(settings, blobs, archive, keep_recent=KEEP_RECENT)
     try:
         while (request := receive()) is not None:
             rid, job, args, kwargs = request

@@ -34,7 +34,13 @@ from common.adapters.sqlite_store import SqliteStateStore
 from common.archive import ArchiveWriter
 from common.messages import DeadLetter, PageRecord, Topic, encode
 from common.metrics import HealthServer, Metrics, serve_health
-from common.pagework import PageWork, ProcessPageWork, ThreadPageWork, WorkContext
+from common.pagework import (
+    KEEP_RECENT,
+    PageWork,
+    ProcessPageWork,
+    ThreadPageWork,
+    WorkContext,
+)
 from common.ports import Delivery
 from common.runtime import blob_root, make_store, state_path
 from common.settings import Settings
@@ -85,7 +91,8 @@ class EmbeddedCrawler:
                                         root=str(blob_root(settings)), writer=writer_id,
                                         cdx_name=self.archive.cdx_name)
         else:
-            self.work = ThreadPageWork(WorkContext(settings, self.blobs, self.archive))
+            self.work = ThreadPageWork(WorkContext(settings, self.blobs, self.archive,
+                                                   keep_recent=KEEP_RECENT))
         self.bus = MemoryBus(settings.bus, partitions=1, metrics=self.metrics.bus)
         self.http = HttpFetcher(settings)
         self.robots = RobotsCache(self.store, self.http, settings)

@@ -224,7 +224,8 @@ def write_exchange_job(ctx: WorkContext, *, url: str, request_headers: list[tupl
     return ctx.archive.write_exchange(
         url=url, method="GET", request_headers=request_headers, status=status,
         reason=reason, response_headers=response_headers, body=body,
-        fetched_at=fetched_at, ip=ip, http_version=http_version, metadata=metadata)
+        fetched_at=fetched_at, ip=ip, http_version=http_version, metadata=metadata,
+        remember=ctx.remember)
 
 
 def _robots_result(task: FetchTask, decision: RobotsDecision, outcome: FetchOutcome, *,

@@ -128,7 +128,7 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer
     a text without words) and the seconds spent reading and analysing."""
     task = result.task
     started = time.perf_counter()
-    stored = read_response(ctx.blobs, record)
+    stored = ctx.recall(record) or read_response(ctx.blobs, record)
     content_type = _header(stored.headers, "content-type") or result.content_type
     x_robots = _header(stored.headers, "x-robots-tag") or result.x_robots_tag
     found = analyse(stored.body, content_type, task.url, x_robots_tag=x_robots,

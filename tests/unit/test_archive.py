@@ -29,6 +29,7 @@ from common.archive import (
     PROFILE_NOT_MODIFIED,
     ArchiveError,
     ArchiveWriter,
+    StoredResponse,
     Written,
     cdx_timestamp,
     content_hash,
@@ -474,15 +475,19 @@ def test_any_input_gives_a_valid_record_or_a_clear_error(tmp_path: Path) -> None
            headers=st.lists(st.tuples(_header_text, _header_text), max_size=8),
            body=st.binary(max_size=3000))
     def check(url: str, reason: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        kept: list[tuple[RecordPointer, StoredResponse]] = []
         try:
             w = writer.write_exchange(
                 url=url, method="GET", request_headers=headers, status=200, reason=reason,
                 response_headers=headers, body=body, fetched_at=T0, ip=None,
-                metadata={"k": reason})
+                metadata={"k": reason}, remember=lambda p, r: kept.append((p, r)))
         except ArchiveError:
+            assert not kept
             return
         written.append(w)
         got = read_response(store, w.pointer)
+        # what the writer hands a same-process reader is exactly what reading gives
+        assert kept == [(w.pointer, got)]
         assert got.body == body
         for name, value in got.headers:
             assert set(name) <= TOKEN_CHARS and value.isascii()
