@@ -150,6 +150,11 @@ class StateStore(Protocol):
 
     async def put_urls(self, rows: Sequence[UrlState]) -> None: ...
 
+    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+        """Write a URL's row and its host's row together: both or neither, so a crash
+        between them cannot leave a result applied to one and not the other."""
+        ...
+
     async def due_urls(self, host: str, now: float, limit: int) -> list[UrlState]:
         """Queued rows of ``host`` with next_fetch_at <= now, by (priority, depth, seq)."""
         ...

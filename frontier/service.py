@@ -464,13 +464,14 @@ class Frontier:
             return
         slot = slot or await self._slot(task.host)
         effect = apply_result(result, row, slot.state, self.settings, now, self.delay_overrides)
-        await self.store.put_url(effect.row)
+        # one write: a crash between the two would apply the result to the URL and not
+        # to its host (a page not counted toward the host's cap and the crawl's figures)
+        await self.store.put_url_and_host(effect.row, effect.host)
+        slot.state = effect.host
         early = self._early.pop((task.host, task.url), None)
         if (early is not None and effect.row.status is UrlStatus.FETCHED
                 and early.content_hash == effect.row.content_hash):
             await self._apply_verdict(effect.row, early)
-        slot.state = effect.host
-        await self.store.put_host(slot.state)
         if effect.row.status is UrlStatus.REJECTED and effect.row.reason is not None:
             self.counters.rejected[effect.row.reason.value] += 1
             self.metrics.count_rejected(effect.row.reason)

@@ -732,6 +732,17 @@ class CassandraStateStore:
                        for host, group in by_host.items()}
             await self._apply(changes)
 
+    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+        """The URL's row, its index entries and counts, and the host's row in one logged
+        batch (Cassandra applies a logged batch in full or not at all)."""
+        if row.host != host.host:
+            raise ValueError(f"url row of {row.host!r} with the host row of {host.host!r}")
+        _check(row)
+        async with self._locked([row.host]):
+            old = await self._old_rows({row.host: [row]})
+            await self._apply_host(row.host, [(old.get((row.host, row.url)), row)],
+                                   host_row=host)
+
     async def _old_rows(self, by_host: dict[str, list[UrlState]]) -> dict[tuple[str, str], _Old]:
         """The stored state of these rows, read at the write-overlapping level."""
         keys = [(host, list(chunk)) for host, group in by_host.items()
@@ -748,14 +759,19 @@ class CassandraStateStore:
         """Write each host's changes: its chunks in order, hosts concurrently."""
         await asyncio.gather(*(self._apply_host(host, items) for host, items in changes.items()))
 
-    async def _apply_host(self, host: str, items: list[tuple[_Old | None, UrlState]]) -> None:
+    async def _apply_host(self, host: str, items: list[tuple[_Old | None, UrlState]], *,
+                          host_row: HostState | None = None) -> None:
+        """Write the rows of one host; ``host_row`` goes into the last batch."""
         bucket = self.bucket(host)
         statuses = {str(new.status) for _, new in items}
         statuses |= {old.status for old, _ in items if old is not None}
         counts = await self._host_counts(host, bucket, statuses)
         ps = self._ps
-        for chunk in _batches(items):
+        chunks = list(_batches(items))
+        for number, chunk in enumerate(chunks, 1):
             batch = self._batch()
+            if host_row is not None and number == len(chunks):
+                batch.add(ps["put_host"], _HOSTS.encode(host_row))
             touched: set[tuple[str, str]] = set()
             for old, new in chunk:
                 url, status = new.url, str(new.status)

@@ -94,6 +94,10 @@ class MeteredStateStore:
         with self._metrics.time("get_host"):
             return await self._inner.get_host(host)
 
+    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+        with self._metrics.time("put_url_and_host"):
+            await self._inner.put_url_and_host(row, host)
+
     async def put_host(self, row: HostState) -> None:
         with self._metrics.time("put_host"):
             await self._inner.put_host(row)

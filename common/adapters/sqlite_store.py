@@ -489,6 +489,17 @@ class SqliteStateStore:
         if rows:
             await self._run(self._put_urls_sync, list(rows))
 
+    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+        """Both rows in one transaction."""
+        if row.host != host.host:
+            raise ValueError(f"url row of {row.host!r} with the host row of {host.host!r}")
+        await self._run(self._put_url_and_host_sync, _URLS.encode(row), _HOSTS.encode(host))
+
+    def _put_url_and_host_sync(self, url: Sequence[Any], host: Sequence[Any]) -> None:
+        with self._transaction() as db:
+            db.execute(_PUT_URL, url)
+            db.execute(_PUT_HOST, host)
+
     def _put_urls_sync(self, rows: list[UrlState]) -> None:
         encoded = [_URLS.encode(r) for r in rows]
         with self._transaction() as db:

@@ -213,6 +213,33 @@ async def test_count_urls(store: StateStore) -> None:
         ("done", ""): 1, ("done", "duplicate"): 1}
 
 
+async def test_put_url_and_host_writes_both_rows(store: StateStore) -> None:
+    queued, _ = await store.add_urls([row("u.example", "/a"), row("u.example", "/b")])
+    fetched = msgspec.structs.replace(queued, status=UrlStatus.FETCHED, attempts=1,
+                                      http_status=200, last_fetch_at=10.0)
+    host = HostState(host="u.example", page_count=1, next_allowed_at=11.0)
+    await store.put_url_and_host(fetched, host)
+    assert await store.get_url(fetched.host, fetched.url) == fetched
+    assert await store.get_host("u.example") == host
+    # the queue and the counts follow the row, as with put_url
+    assert [r.url for r in await store.due_urls("u.example", 1e12, 10)] == ["http://u.example/b"]
+    assert await store.count_urls() == {("queued", ""): 1, ("fetched", ""): 1}
+
+    again = msgspec.structs.replace(host, page_count=2)
+    done = msgspec.structs.replace(fetched, status=UrlStatus.DONE)
+    await store.put_url_and_host(done, again)
+    assert await store.get_url(done.host, done.url) == done
+    assert await store.get_host("u.example") == again
+    assert await store.count_urls() == {("queued", ""): 1, ("done", ""): 1}
+
+
+async def test_put_url_and_host_refuses_rows_of_two_hosts(store: StateStore) -> None:
+    with pytest.raises(ValueError, match="host row"):
+        await store.put_url_and_host(row("v.example", "/"), HostState(host="w.example"))
+    assert await store.get_url("v.example", "http://v.example/") is None
+    assert await store.get_host("w.example") is None
+
+
 # ---------------------------------------------------------------------- hosts
 
 

@@ -68,6 +68,10 @@ class GatedStore(SqliteStateStore):
             raise OSError("store unavailable")
         await super().put_url(row)
 
+    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+        await self._gate(row.host, "put_url_and_host")
+        await super().put_url_and_host(row, host)
+
     async def get_host(self, host: str) -> HostState | None:
         await self._gate(host, "get_host")
         return await super().get_host(host)
