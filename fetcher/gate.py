@@ -15,6 +15,13 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class _HostLock:
+    lock: asyncio.Lock
+    users: int = 0  # holding or waiting
 
 
 class HostGate:
@@ -23,7 +30,7 @@ class HostGate:
         self.clock = clock
         self.max_hosts = max_hosts
         self._free_at: OrderedDict[str, float] = OrderedDict()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, _HostLock] = {}
         self._taken_over: dict[int, float] = {}
         self.waits = 0
         self.waited_seconds = 0.0
@@ -63,12 +70,17 @@ class HostGate:
     @asynccontextmanager
     async def hold(self, host: str) -> AsyncIterator[None]:
         """One request at a time to ``host`` from this fetcher."""
-        lock = self._locks.get(host)
-        if lock is None:
-            lock = self._locks[host] = asyncio.Lock()
+        entry = self._locks.get(host)
+        if entry is None:
+            entry = self._locks[host] = _HostLock(asyncio.Lock())
+        # counted from before the wait: a released lock whose next holder has been
+        # woken but has not run yet is not locked(), yet must not be dropped, or a
+        # newcomer would make a second lock for the same host
+        entry.users += 1
         try:
-            async with lock:
+            async with entry.lock:
                 yield
         finally:
-            if not lock.locked() and self._locks.get(host) is lock:
+            entry.users -= 1
+            if entry.users == 0 and self._locks.get(host) is entry:
                 del self._locks[host]
