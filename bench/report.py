@@ -296,8 +296,10 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
           f"({', '.join(summary)} then the reverse order). Pages per second count every "
           "page request the server saw (robots.txt not included) over the whole run, "
           "start-up included. CPU is user + system time of the crawler's processes "
-          "(`wait4`), memory their peak resident set (`ru_maxrss`; the sum of the "
-          "service processes in cluster mode), bytes what they wrote to disk.\n")
+          "(`wait4`), memory the peak resident set of the crawler's processes together "
+          "(sampled every 50 ms, and never less than `ru_maxrss`; in embedded mode the "
+          "main process and its page worker, in cluster mode the sum of the service "
+          "processes' peaks), bytes what they wrote to disk.\n")
         w("| tool | pages/s | CPU s per 1,000 pages | peak memory MiB | bytes written MB "
           "| pages | missing | extra | fetched twice | smallest same-host gap s |")
         w("|---|---|---|---|---|---|---|---|---|---|")
@@ -351,14 +353,16 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
     if scaling:
         budget = scaling[0].get("budget")
         w("## How the cost grows with known URLs\n")
-        w(f"The embedded crawler (`bench/scale_child.py`, one process) first gets N URLs "
+        w(f"The embedded crawler (`bench/scale_child.py`: every stage in one process, with "
+          f"its page worker process) first gets N URLs "
           f"it knows but will not fetch during the measurement: they go in as seeds "
           f"through the frontier (seen filter, trap rules, url_state rows in SQLite) on "
           f"{scaling[0].get('filler_hosts'):,} hosts whose politeness timers were set a "
           f"year ahead, so they stay queued. Then it crawls the benchmark web until "
-          f"{budget:,} pages have been fetched. Time and CPU per page are over that crawl; "
-          "memory is the resident set after the N URLs are in (after a garbage "
-          "collection), against the resident set of the started crawler before.\n")
+          f"{budget:,} pages have been fetched. Time and CPU per page are over that crawl "
+          "(CPU of the main process and the page worker); memory is the main process's "
+          "resident set (the one that holds the crawl's state) after the N URLs are in "
+          "(after a garbage collection), against its resident set before.\n")
         loads = any(row.get("loadavg_before") for row in scaling)
         w("| known URLs | seeding URLs/s | ms per page | CPU ms per page | resident MiB "
           "before / after seeding | bytes per URL added since the size above | of which "

@@ -1,7 +1,9 @@
 """Running one crawl as a child process and measuring it.
 
-Every crawler runs as a child of the benchmark. Its CPU time and peak memory come from
-the kernel's resource usage for that child (``wait4``), its output size from the files
+Every crawler runs as a child of the benchmark. Its CPU time comes from the kernel's
+resource usage for that child and the children it waited for (``wait4``), its peak
+memory from sampling the resident memory of its process tree (at least ``wait4``'s
+``ru_maxrss``, which is one process's peak), its output size from the files
 it wrote, and what it fetched from the web server's access log, so every tool is
 measured the same way: pages per second over the whole run (start-up included), CPU
 seconds per 1,000 pages, peak resident memory, bytes written, and the fetched URL set
@@ -102,16 +104,35 @@ class RunResult:
 
 
 
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` and all its descendants now (0 once it is gone)."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+            for task in os.listdir(f"/proc/{p}/task"):
+                children = Path(f"/proc/{p}/task/{task}/children").read_text().split()
+                todo.extend(int(c) for c in children)
+    return total
+
+
 def wait_with_usage(proc: subprocess.Popen[bytes], deadline: float, *, grace: float,
-                    poll: float) -> tuple[int, Any, bool]:
+                    poll: float, on_poll: Callable[[], None] | None = None
+                    ) -> tuple[int, Any, bool]:
     """Wait for ``proc`` and collect its resource usage (``os.wait4``): (wait status,
     rusage, timed out). Past ``deadline`` it gets SIGINT, and SIGKILL ``grace`` seconds
     later. ``os.kill``, not ``Popen.send_signal``, which would reap the process before
-    wait4 collects its usage."""
+    wait4 collects its usage. ``on_poll`` is called between polls (a sampler)."""
     while True:
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
         if pid == proc.pid:
             return status, rusage, False
+        if on_poll is not None:
+            on_poll()
         if time.monotonic() > deadline:
             break
         time.sleep(poll)
@@ -199,8 +220,14 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
     with crawl.log_path.open("wb") as out:
         proc = subprocess.Popen(crawl.command, cwd=crawl.cwd, env=crawl.env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        tree_peak = 0
+
+        def sample() -> None:  # ru_maxrss is one process's peak; this sums the tree's
+            nonlocal tree_peak
+            tree_peak = max(tree_peak, tree_rss_bytes(proc.pid))
+
         status, rusage, timed_out = wait_with_usage(proc, started + crawl.timeout,
-                                                    grace=30.0, poll=0.05)
+                                                    grace=30.0, poll=0.05, on_poll=sample)
         if timed_out:
             log(f"    {crawl.name} run {run}: timed out after {crawl.timeout:.0f} s; "
                 "stopped it")
@@ -218,7 +245,7 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
     facts = analyse_log(nginx.log_since(offset), nginx.port, expected)
     assert rusage is not None
     user, system = rusage.ru_utime, rusage.ru_stime
-    rss = rusage.ru_maxrss * 1024
+    rss = max(rusage.ru_maxrss * 1024, tree_peak)
     notes = ""
     if crawl.report_file is not None:
         try:

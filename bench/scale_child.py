@@ -12,8 +12,9 @@ Settings come from the CRAWLER_* environment, like ``crawler crawl``. The steps:
    HostState rows, through the StateStore port), so their URLs stay queued: known to
    the frontier and the store, never fetched during the measurement.
 3. Read the memory again (after a collection), then seed the benchmark web and crawl
-   until ``budget`` pages have been dispatched and answered; time, CPU (this process)
-   and memory (sampled) over that phase give the time per page at this size.
+   until ``budget`` pages have been dispatched and answered; time, CPU (this process
+   and its page worker processes) and memory (sampled, this process: the one that
+   holds the crawl's state) over that phase give the time per page at this size.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from common.pagework import ProcessPageWork
 from common.ports import HostState
 from common.settings import Settings
 from crawler.embedded import EmbeddedCrawler
@@ -42,9 +45,17 @@ def rss_bytes() -> int:
     return 0
 
 
-def cpu_seconds() -> float:
+def cpu_seconds(crawler: EmbeddedCrawler) -> float:
+    """CPU of this process and of the crawler's page worker processes (still running,
+    so not in RUSAGE_CHILDREN: read from /proc)."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
+    total = ru.ru_utime + ru.ru_stime
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = crawler.work.pids() if isinstance(crawler.work, ProcessPageWork) else []
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
 
 
 async def drained(crawler: EmbeddedCrawler, limit: float) -> None:
@@ -69,14 +80,14 @@ async def run(cfg: dict[str, Any]) -> dict[str, Any]:
         for i in range(hosts):
             await crawler.store.put_host(HostState(host=f"q{i}.test", next_allowed_at=later))
         seeding_started = time.monotonic()
-        cpu0 = cpu_seconds()
+        cpu0 = cpu_seconds(crawler)
         for start in range(0, n, BATCH):
             batch = [f"http://q{j % hosts}.test/item/{j}/page.html"
                      for j in range(start, min(n, start + BATCH))]
             await crawler.frontier.seed(batch)
             await drained(crawler, 600)
         seeding_seconds = time.monotonic() - seeding_started
-        seeding_cpu = cpu_seconds() - cpu0
+        seeding_cpu = cpu_seconds(crawler) - cpu0
         gc.collect()
         rss_seeded = rss_bytes()
         seen = crawler.frontier.seen.stats()
@@ -85,7 +96,7 @@ async def run(cfg: dict[str, Any]) -> dict[str, Any]:
         seeds = cfg["seeds"]
         budget = int(cfg["budget"])
         started = time.monotonic()
-        cpu1 = cpu_seconds()
+        cpu1 = cpu_seconds(crawler)
         await crawler.frontier.seed(seeds)
         peak = rss_bytes()
         deadline = started + float(cfg.get("timeout", 1800))
@@ -101,7 +112,7 @@ async def run(cfg: dict[str, Any]) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise TimeoutError("the crawl did not reach its budget in time")
         crawl_seconds = time.monotonic() - started
-        crawl_cpu = cpu_seconds() - cpu1
+        crawl_cpu = cpu_seconds(crawler) - cpu1
         stats = await crawler.stats()
         pages = stats.fetched
     finally:

@@ -215,6 +215,10 @@ class ProcessPageWork:
         self._closed = False
         self._starting: asyncio.Lock | None = None
 
+    def pids(self) -> list[int]:
+        """Process ids of the live workers (for measuring them)."""
+        return [w.process.pid for w in self._workers if w.alive]
+
     async def start(self) -> None:
         while len(self._workers) < self.processes:
             self._workers.append(await self._spawn())
