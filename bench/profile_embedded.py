@@ -64,6 +64,7 @@ class Run:
     missing: int
     extra: int
     components: list[dict[str, Any]] | None = None
+    timeline: list[int] | None = None  # page requests per second since the start
 
     @property
     def cpu_per_1000(self) -> float:
@@ -133,6 +134,10 @@ def _crawl_once(args: argparse.Namespace, run: int, handle: Any, expected: set[s
     fetched = {f"http://{r.host}:{port}{r.target}" for r in records
                if r.path != "/robots.txt"}
     pages = sum(1 for r in records if r.path != "/robots.txt")
+    timeline = [0] * (int(wall) + 1)
+    for r in records:
+        if r.path != "/robots.txt":
+            timeline[min(len(timeline) - 1, max(0, int(r.started - started)))] += 1
     components = None
     if args.py_spy and raw.exists():
         from bench.cpu_profile import summarize_file
@@ -150,7 +155,7 @@ def _crawl_once(args: argparse.Namespace, run: int, handle: Any, expected: set[s
                cpu_seconds=rusage.ru_utime + rusage.ru_stime,
                max_rss_mib=rusage.ru_maxrss / 1024, exit_code=proc.returncode, tree=str(tree),
                missing=len(expected - fetched), extra=len(fetched - expected),
-               components=components)
+               components=components, timeline=timeline)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--py-spy", metavar="PATH", help="profile each run with this py-spy")
     p.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     p.add_argument("--keep", action="store_true", help="keep the crawl output folders")
+    p.add_argument("--timeline", action="store_true",
+                   help="print each run's page requests per second, second by second")
     p.add_argument("--out", help="folder for crawl output and logs (default: a temp folder)")
     p.add_argument("--json", help="also write the figures to this file")
     p.add_argument("--tree", action="append", default=[], metavar="DIR",
@@ -208,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"missing {r.missing}, extra {r.extra}, exit {r.exit_code}")
             for c in r.components or []:
                 print(f"    {c['ms_per_page']:6.2f} ms/page  {c['name']}")
+            if args.timeline and r.timeline:
+                print("    page requests per second: " + " ".join(map(str, r.timeline)))
     summary: dict[str, Any] = {"config": vars(args), "runs": [
         {**asdict(r), "cpu_per_1000_pages": r.cpu_per_1000,
          "pages_per_second": r.pages_per_second} for r in runs], "median": {}}
