@@ -21,6 +21,11 @@ What it does:
    robots.txt not counted), wall seconds, CPU seconds, CPU seconds per 1,000 pages and
    whether the fetched set is exactly the expected one (``simweb.expected``).
 
+The crawl's environment carries no ``CRAWLER_*`` variable of the calling shell, only
+the benchmark's settings and those given with ``--env CRAWLER_X=VALUE`` (repeatable),
+for example ``--env CRAWLER_CRAWL_PAGE_PROCESSES=2``. ``--timeline`` prints each run's
+page requests per second, second by second.
+
 ``--tree DIR`` (repeatable) runs the crawler from other copies of the source tree,
 alternating between them run by run (A B A B ...), so two versions of the code are
 compared under the same load on the machine; the median is given per tree.
@@ -110,6 +115,7 @@ def _crawl_once(args: argparse.Namespace, run: int, handle: Any, expected: set[s
         "CRAWLER_FETCHER_CONCURRENCY": str(args.concurrency),
         "CRAWLER_TRAPS_MAX_DEPTH": "16",
     })
+    env.update(dict(item.split("=", 1) for item in args.env))
     cmd = [sys.executable, "-m", "crawler.cli", "crawl", "--no-progress", "--out", str(out),
            *handle.seed_urls()]
     raw = out_root / f"profile-{run}.txt"
@@ -175,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--py-spy", metavar="PATH", help="profile each run with this py-spy")
     p.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     p.add_argument("--keep", action="store_true", help="keep the crawl output folders")
+    p.add_argument("--env", action="append", default=[], metavar="CRAWLER_X=VALUE",
+                   help="a setting for the crawl (repeatable); other CRAWLER_* variables "
+                        "of this shell are not passed on")
     p.add_argument("--timeline", action="store_true",
                    help="print each run's page requests per second, second by second")
     p.add_argument("--out", help="folder for crawl output and logs (default: a temp folder)")
@@ -184,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.runs < 1 or args.hosts < 1 or args.pages < 2:
         p.error("runs and hosts must be at least 1, pages at least 2")
+    for item in args.env:
+        if not item.startswith("CRAWLER_") or "=" not in item:
+            p.error(f"--env {item!r}: give CRAWLER_NAME=VALUE")
 
     from simweb.expected import expected_crawl
     from simweb.scenarios import generated

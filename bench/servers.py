@@ -48,7 +48,9 @@ http {{
     keepalive_timeout 65;
     keepalive_requests 100000;
     server_tokens off;
-    open_file_cache max=200000 inactive=120s;
+    # cached descriptors stay open: keep them well under worker_rlimit_nofile, which
+    # also has to hold a connection per host a crawler keeps alive (1,000 in --full)
+    open_file_cache max=4096 inactive=20s;
     open_file_cache_valid 300s;
     client_body_temp_path {folder}/tmp/body;
     proxy_temp_path {folder}/tmp/proxy;
