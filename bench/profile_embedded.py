@@ -137,13 +137,12 @@ def _crawl_once(args: argparse.Namespace, run: int, handle: Any, expected: set[s
     proc.returncode = os.waitstatus_to_exitcode(status)
     records = handle.log.records()[before:]
     port = handle.port
-    fetched = {f"http://{r.host}:{port}{r.target}" for r in records
-               if r.path != "/robots.txt"}
-    pages = sum(1 for r in records if r.path != "/robots.txt")
+    page_records = [r for r in records if r.path != "/robots.txt"]
+    fetched = {f"http://{r.host}:{port}{r.target}" for r in page_records}
+    pages = len(page_records)
     timeline = [0] * (int(wall) + 1)
-    for r in records:
-        if r.path != "/robots.txt":
-            timeline[min(len(timeline) - 1, max(0, int(r.started - started)))] += 1
+    for r in page_records:
+        timeline[min(len(timeline) - 1, max(0, int(r.started - started)))] += 1
     components = None
     if args.py_spy and raw.exists():
         from bench.cpu_profile import summarize_file

@@ -31,6 +31,11 @@ the HTTP client has undone Content-Encoding and chunked Transfer-Encoding, so:
 - the target URI is stored in ASCII form (WHATWG serialisation with IDNA host and
   percent-encoded path and query, fragment removed).
 
+A body the fetcher did not receive in full (cut at a size cap, a time-out, a dropped
+connection) is stored as received, with ``WARC-Truncated`` on the response record
+(WARC 1.1 section 5.13: ``length``, ``time``, ``disconnect`` or ``unspecified``); its
+Content-Length is still that of the stored bytes, so readers see a consistent record.
+
 Digests are warcio's: ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` as
 ``sha1:<base32>``, the form other WARC tools expect. The crawl's own content hash is
 :func:`content_hash`, ``sha256:<hex>`` of the body.
@@ -56,7 +61,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 from io import BytesIO
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import quote, urlsplit
 
 import ada_url
@@ -77,6 +82,9 @@ GZIP_LEVEL = 6
 PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 RevisitProfile = Literal["identical-payload-digest", "server-not-modified"]
+Truncation = Literal["length", "time", "disconnect", "unspecified"]
+"""Why a stored body is incomplete: the WARC-Truncated values of WARC 1.1 section 5.13."""
+TRUNCATIONS: frozenset[str] = frozenset(get_args(Truncation))
 _PROFILES: dict[str, str] = {
     "identical-payload-digest": PROFILE_IDENTICAL,
     "server-not-modified": PROFILE_NOT_MODIFIED,
@@ -128,6 +136,7 @@ class StoredResponse(msgspec.Struct, frozen=True, kw_only=True):
     refers_to_url: str | None = None
     refers_to_date: str | None = None
     refers_to_record_id: str | None = None
+    truncated: str | None = None  # WARC-Truncated: why the stored body is incomplete
 
 
 # -- pure helpers ----------------------------------------------------------------------
@@ -380,12 +389,14 @@ class ArchiveWriter:
                        body: bytes, fetched_at: float, ip: str | None,
                        http_version: str = "1.1",
                        metadata: Mapping[str, object] | None = None,
-                       remember: Callable[[RecordPointer, StoredResponse], None] | None = None
-                       ) -> Written:
+                       remember: Callable[[RecordPointer, StoredResponse], None] | None = None,
+                       truncated: Truncation | None = None) -> Written:
         """Write response, request and (optional) metadata records of one fetch.
 
         ``body`` is the decoded body. The three records are appended together, so they
         share a file; the returned pointer covers the response record alone.
+        ``truncated``, when the body is not all the server meant to send, becomes the
+        response record's ``WARC-Truncated`` field.
         ``remember``, when given, gets the pointer and the response as
         :func:`read_response` would read it back, so a reader in the same process can
         skip reading, decompressing and checking the record it has just written.
@@ -395,6 +406,8 @@ class ArchiveWriter:
         protocol = _protocol(http_version)
         statusline = _status_line(status, reason)
         method = _check(_TOKEN_RE, "method", method).upper()
+        if truncated is not None and truncated not in TRUNCATIONS:
+            raise ArchiveError(f"invalid WARC-Truncated value {truncated!r}")
         resp_headers = stored_response_headers(response_headers, len(body))
         resp_id = _record_id()
         common = {"WARC-Date": date, "WARC-Target-URI": uri}
@@ -402,12 +415,15 @@ class ArchiveWriter:
         if address:
             common["WARC-IP-Address"] = address
 
+        resp_fields = {"WARC-Type": "response", "WARC-Record-ID": resp_id, **common}
+        if truncated is not None:
+            resp_fields["WARC-Truncated"] = truncated
+
         def build_response(w: WARCWriter) -> Any:
             return w.create_warc_record(
                 uri, "response", payload=BytesIO(body), length=len(body),
                 http_headers=StatusAndHeaders(statusline, resp_headers, protocol=protocol),
-                warc_headers_dict={"WARC-Type": "response", "WARC-Record-ID": resp_id,
-                                   **common})
+                warc_headers_dict=resp_fields)
 
         response, resp_record = _serialise(build_response)
         digest = resp_record.rec_headers.get_header("WARC-Payload-Digest")
@@ -550,7 +566,8 @@ def _stored(record: Any, body: bytes) -> StoredResponse:
         profile=h.get_header("WARC-Profile"),
         refers_to_url=h.get_header("WARC-Refers-To-Target-URI"),
         refers_to_date=h.get_header("WARC-Refers-To-Date"),
-        refers_to_record_id=h.get_header("WARC-Refers-To"))
+        refers_to_record_id=h.get_header("WARC-Refers-To"),
+        truncated=h.get_header("WARC-Truncated"))
 
 
 def read_response(blobs: BlobStore, pointer: RecordPointer) -> StoredResponse:

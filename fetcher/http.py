@@ -13,6 +13,12 @@
    body, then reads the decompressed body in chunks and stops as soon as it passes
    the cap, so a compression bomb never inflates in memory.
 
+A body is read in full, or cut (``truncated`` says why, in the WARC-Truncated values:
+``length`` at a cap, ``time`` at the total timeout, ``disconnect`` when the connection
+ended early, ``unspecified`` for another failure mid-body; ``body`` holds what
+arrived), or refused unread (``body_refused``: a media type not allowed, or a declared
+Content-Length over the cap; the fetcher stage then archives nothing for it).
+
 Decisions:
 
 - Missing ``Content-Type``: the first bytes are sniffed (:func:`sniff_media_type`, a
@@ -23,11 +29,14 @@ Decisions:
 - A 3xx other than 304 with a usable Location is ``REDIRECT`` (absolute target in
   ``location``); without one it is ``HTTP_ERROR``.
 - Bodies of non-2xx responses are kept (for the WARC) up to :data:`ERROR_BODY_CAP`,
-  silently truncated; a 2xx body over the cap ends as ``TOO_LARGE`` with the first
-  ``cap`` bytes and ``truncated=True``.
+  cut with ``truncated="length"``; a 2xx body over the cap ends as ``TOO_LARGE`` with
+  the first ``cap`` bytes and ``truncated="length"``, or, when its Content-Length
+  already says so (and no Content-Encoding changes the size), unread: an empty
+  ``body``, ``truncated="length"`` and ``body_refused``.
 - Cookies are never stored or sent; proxies from the environment are ignored.
 - The whole fetch, DNS included, ends at ``total_timeout``; connecting at
-  ``connect_timeout``. A slow-drip server therefore ends as ``TIMEOUT``.
+  ``connect_timeout``. A slow-drip server therefore ends as ``TIMEOUT``, with the
+  bytes that had arrived and ``truncated="time"``.
 - ``headers`` are the response headers as received (so ``Content-Encoding`` may say
   gzip while ``body`` is already decoded); a WARC writer must account for that.
 """
@@ -49,9 +58,11 @@ import aiohttp
 import yarl
 from aiohttp.client_reqrep import ClientRequest
 from aiohttp.connector import Connection
+from aiohttp.http_exceptions import ContentEncodingError
 from aiohttp.tracing import Trace
 
 from common import urls
+from common.archive import Truncation
 from common.messages import FetchOutcome
 from common.settings import Settings
 from fetcher.dns import CheckedResolver, DnsError, Resolver
@@ -86,8 +97,9 @@ class Response:
     reason: str = ""
     http_version: str = ""  # "1.1"
     headers: tuple[tuple[str, str], ...] = ()  # response headers as received
-    body: bytes = b""  # decoded (decompressed) body, at most the cap
-    truncated: bool = False  # more body followed than was read
+    body: bytes = b""  # decoded (decompressed) body as received, at most the cap
+    truncated: Truncation | None = None  # why ``body`` is not all of it; None: complete
+    body_refused: bool = False  # the body was refused before it was read (not archived)
     content_type: str | None = None  # lower-case media type, or the sniffed one
     charset: str | None = None
     content_type_sniffed: bool = False
@@ -293,6 +305,7 @@ class _Partial:
     content_type: str | None = None
     charset: str | None = None
     attempt: _Attempt = field(default_factory=_Attempt)
+    body: bytearray = field(default_factory=bytearray)  # decoded bytes read so far
     request_target: str = ""
     started_at: float = 0.0
     started: float = 0.0  # monotonic
@@ -443,8 +456,8 @@ class HttpFetcher:
             return self._fail(part, FetchOutcome.SSRF_BLOCKED, str(exc))
         except DnsError as exc:
             return self._fail(part, FetchOutcome.DNS_ERROR, str(exc))
-        except TimeoutError:
-            return self._fail(part, FetchOutcome.TIMEOUT, "timed out")
+        except TimeoutError as exc:
+            return self._fail(part, FetchOutcome.TIMEOUT, "timed out", exc)
         except aiohttp.ClientConnectorDNSError as exc:
             if isinstance(exc.os_error, SsrfBlockedError):
                 return self._fail(part, FetchOutcome.SSRF_BLOCKED, str(exc.os_error))
@@ -455,7 +468,8 @@ class HttpFetcher:
             if isinstance(exc.__cause__, SsrfBlockedError):
                 return self._fail(part, FetchOutcome.SSRF_BLOCKED, str(exc.__cause__))
             return self._fail(part, FetchOutcome.NETWORK_ERROR,
-                              f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+                              f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+                              exc)
 
     async def _request(self, part: _Partial, target: yarl.URL, headers: dict[str, str],
                        check_types: Sequence[str] | None, cap: int,
@@ -486,54 +500,62 @@ class HttpFetcher:
                 part.content_type = resp.content_type.lower()
                 part.charset = resp.charset
             if outcome is not FetchOutcome.OK:
-                body, truncated = await _read_capped(resp, min(cap, ERROR_BODY_CAP), b"")
-                return self._done(part, outcome, body=body, truncated=truncated,
-                                  location=location, retry_after=retry_after, error=error)
+                cut = await _read_capped(resp, min(cap, ERROR_BODY_CAP), part.body)
+                return self._done(part, outcome, body=bytes(part.body),
+                                  truncated="length" if cut else None, location=location,
+                                  retry_after=retry_after, error=error)
             # 2xx: decide on the media type before reading the body.
-            head = b""
             sniffed = False
             if check_types is not None:
                 if not ctype_header:
-                    head = await _read_head(resp, SNIFF_BYTES)
-                    part.content_type = sniff_media_type(head)
+                    await _read_head(resp, SNIFF_BYTES, part.body)
+                    part.content_type = sniff_media_type(bytes(part.body))
                     sniffed = True
                 if not media_type_allowed(part.content_type or "", check_types):
                     resp.close()
-                    return self._done(part, FetchOutcome.BAD_CONTENT_TYPE,
+                    return self._done(part, FetchOutcome.BAD_CONTENT_TYPE, refused=True,
                                       sniffed=sniffed, error=f"media type {part.content_type}"
                                       " not allowed")
             declared = _content_length(resp)
             if (not truncate and declared is not None and declared > cap
                     and not resp.headers.get("Content-Encoding")):
                 resp.close()
-                return self._done(part, FetchOutcome.TOO_LARGE, truncated=True,
-                                  sniffed=sniffed, error=f"Content-Length {declared} over "
-                                  f"the cap of {cap} bytes")
-            body, truncated = await _read_capped(resp, cap, head)
-            if truncated and not truncate:
-                return self._done(part, FetchOutcome.TOO_LARGE, body=body, truncated=True,
-                                  sniffed=sniffed,
+                return self._done(part, FetchOutcome.TOO_LARGE, truncated="length",
+                                  refused=True, sniffed=sniffed,
+                                  error=f"Content-Length {declared} over the cap of {cap} bytes")
+            cut = await _read_capped(resp, cap, part.body)
+            if cut and not truncate:
+                return self._done(part, FetchOutcome.TOO_LARGE, body=bytes(part.body),
+                                  truncated="length", sniffed=sniffed,
                                   error=f"body over the cap of {cap} bytes")
-            return self._done(part, FetchOutcome.OK, body=body, truncated=truncated,
-                              sniffed=sniffed, retry_after=retry_after)
+            return self._done(part, FetchOutcome.OK, body=bytes(part.body),
+                              truncated="length" if cut else None, sniffed=sniffed,
+                              retry_after=retry_after)
 
     def _done(self, part: _Partial, outcome: FetchOutcome, *, body: bytes = b"",
-              truncated: bool = False, sniffed: bool = False, location: str | None = None,
+              truncated: Truncation | None = None, refused: bool = False,
+              sniffed: bool = False, location: str | None = None,
               retry_after: float | None = None, error: str | None = None) -> Response:
         return Response(
             url=part.url, outcome=outcome, status=part.status, reason=part.reason,
             http_version=part.http_version, headers=part.headers, body=body,
-            truncated=truncated, content_type=part.content_type, charset=part.charset,
+            truncated=truncated, body_refused=refused, content_type=part.content_type,
+            charset=part.charset,
             content_type_sniffed=sniffed, location=location, retry_after=retry_after,
             peer_ip=part.attempt.peer_ip, request_headers=part.attempt.request_headers,
             request_target=part.request_target, started_at=part.started_at,
             fetched_at=self._wall(), elapsed=max(0.0, self._mono() - part.started),
             error=error)
 
-    def _fail(self, part: _Partial, outcome: FetchOutcome, error: str) -> Response:
+    def _fail(self, part: _Partial, outcome: FetchOutcome, error: str,
+              exc: BaseException | None = None) -> Response:
         if outcome in (FetchOutcome.TIMEOUT, FetchOutcome.NETWORK_ERROR):
             log.debug("fetch failed", extra={"url": part.url, "outcome": outcome.value,
                                              "error": error})
+        if part.status and exc is not None:
+            # the response head had arrived: keep what came of the body, marked as cut
+            return self._done(part, outcome, body=bytes(part.body), truncated=_cut_by(exc),
+                              error=error)
         return self._done(part, outcome, error=error)
 
 
@@ -544,34 +566,49 @@ def _content_length(resp: aiohttp.ClientResponse) -> int | None:
     return int(raw.strip())
 
 
-async def _read_head(resp: aiohttp.ClientResponse, n: int) -> bytes:
-    """Up to ``n`` bytes from the start of the (decoded) body."""
-    buf = bytearray()
+def _cut_by(exc: BaseException) -> Truncation:
+    """The WARC-Truncated reason of a body that ended with ``exc`` after the head."""
+    if isinstance(exc, TimeoutError):
+        return "time"
+    causes: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(causes) < 8:
+        causes.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    if any(isinstance(c, ContentEncodingError) for c in causes):
+        return "unspecified"  # undecodable bytes, not a short body
+    if any(isinstance(c, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
+                          aiohttp.ClientOSError, ConnectionError)) for c in causes):
+        return "disconnect"
+    return "unspecified"
+
+
+async def _read_head(resp: aiohttp.ClientResponse, n: int, buf: bytearray) -> None:
+    """Append to ``buf`` the start of the (decoded) body, until it holds ``n`` bytes."""
     while len(buf) < n:
         chunk = await resp.content.read(n - len(buf))
         if not chunk:
             break
         buf += chunk
-    return bytes(buf)
 
 
-async def _read_capped(resp: aiohttp.ClientResponse, cap: int,
-                       head: bytes) -> tuple[bytes, bool]:
-    """Read the decoded body after ``head``, keeping at most ``cap`` bytes.
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int, buf: bytearray) -> bool:
+    """Append the rest of the decoded body to ``buf``, keeping at most ``cap`` bytes.
 
     Stops reading (and closes the connection) as soon as more than ``cap`` bytes have
-    arrived, so at most ``cap`` plus one chunk is ever held. Returns (body, truncated).
+    arrived, so at most ``cap`` plus one chunk is ever held. Returns whether the body
+    was cut. ``buf`` keeps what arrived even when reading fails (a time-out, a reset).
     """
-    buf = bytearray(head[:cap])
-    if len(head) > cap:
+    if len(buf) > cap:
+        del buf[cap:]
         resp.close()
-        return bytes(buf), True
+        return True
     async for chunk in resp.content.iter_chunked(CHUNK_BYTES):
         room = cap - len(buf)
         if len(chunk) > room:
             buf += chunk[:room]
             resp.close()
-            return bytes(buf), True
+            return True
         buf += chunk
-    return bytes(buf), False
+    return False
 

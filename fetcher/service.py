@@ -7,6 +7,12 @@ SHA-256 is new is written as a WARC response; a body already stored under anothe
 (or an earlier capture of the same URL) is written as a revisit record that refers to
 the first copy, and a 304 as a server-not-modified revisit. The result carries a
 pointer to the record, never the body.
+
+Other answers are archived as received, except a body refused unread (a media type not
+allowed, a Content-Length over the cap): no record at all, since a response record
+would look like a complete empty capture; the outcome is in the result. A body cut at
+the cap, a time-out or a dropped connection is archived as far as it arrived, with
+WARC-Truncated saying why; it is neither deduplicated nor parsed (only OK bodies are).
 """
 
 from __future__ import annotations
@@ -16,7 +22,14 @@ import logging
 import time
 from dataclasses import dataclass
 
-from common.archive import ArchiveWriter, Written, content_hash, payload_digest, read_response
+from common.archive import (
+    ArchiveWriter,
+    Truncation,
+    Written,
+    content_hash,
+    payload_digest,
+    read_response,
+)
 from common.messages import FetchOutcome, FetchResult, FetchTask, Topic
 from common.metrics import Metrics
 from common.pagework import PageWork, ThreadPageWork, WorkContext
@@ -142,8 +155,8 @@ class FetcherStage:
             record = written.pointer
         elif outcome is FetchOutcome.NOT_MODIFIED:
             record = (await self._store_not_modified(task, resp)).pointer
-        elif resp.status:
-            # errors, redirects, throttling: the exchange is archived as it was received
+        elif resp.status and not resp.body_refused:
+            # errors, redirects, throttling, cut bodies: archived as received
             record = (await self._write_exchange(resp)).pointer
         if outcome not in (FetchOutcome.OK, FetchOutcome.NOT_MODIFIED, FetchOutcome.REDIRECT):
             self.counters.errors += 1
@@ -213,19 +226,21 @@ class FetcherStage:
             status=resp.status, reason=resp.reason, response_headers=list(resp.headers),
             body=resp.body, fetched_at=resp.fetched_at, ip=resp.peer_ip,
             http_version=resp.http_version or "1.1",
-            metadata={"fetchTimeMs": str(round(resp.elapsed * 1000))})
+            metadata={"fetchTimeMs": str(round(resp.elapsed * 1000))},
+            truncated=resp.truncated)
 
 
 def write_exchange_job(ctx: WorkContext, *, url: str, request_headers: list[tuple[str, str]],
                        status: int, reason: str, response_headers: list[tuple[str, str]],
                        body: bytes, fetched_at: float, ip: str | None, http_version: str,
-                       metadata: dict[str, object]) -> Written:
+                       metadata: dict[str, object],
+                       truncated: Truncation | None = None) -> Written:
     """Page work: the request, response and metadata records of one GET exchange."""
     return ctx.archive.write_exchange(
         url=url, method="GET", request_headers=request_headers, status=status,
         reason=reason, response_headers=response_headers, body=body,
         fetched_at=fetched_at, ip=ip, http_version=http_version, metadata=metadata,
-        remember=ctx.remember)
+        remember=ctx.keeper, truncated=truncated)
 
 
 def _robots_result(task: FetchTask, decision: RobotsDecision, outcome: FetchOutcome, *,

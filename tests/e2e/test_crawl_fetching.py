@@ -1,24 +1,64 @@
 """Hostile servers end to end: throttling with Retry-After, slow drips and hangs,
 oversize bodies, compression bombs, wrong content types and bad charsets. Each ends in
-a recorded outcome for its URL, checked in url_state and in the request log."""
+a recorded outcome for its URL, checked in url_state, in the request log and in the WARC."""
 
 from __future__ import annotations
 
 import tracemalloc
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from common.messages import Reason, UrlStatus
+from common.runtime import blob_root
 from simweb import Page, SimWeb
 from simweb.scenarios import features
-from tests.e2e.crawl_support import hits, host, key, paths, run, scenario
+from tests.e2e.crawl_support import Outcome, hits, host, key, paths, run, scenario
 
 ACCENTS = "Café crème, déjà vu, naïve façade, Zürich, señor, garçon."
 
 
 def lab(*names: str) -> Page:
     return next(p for p in features().host("lab.test").pages if p.path in names)
+
+
+@dataclass(frozen=True, slots=True)
+class Archived:
+    type: str
+    warc: dict[str, str]
+    http: dict[str, str]
+    payload: bytes
+
+
+def archived(out: Outcome, url: str) -> list[Archived]:
+    """The page archive's records for ``url`` (digests checked), with their payloads."""
+    found: list[Archived] = []
+    for path in sorted(blob_root(out.settings).glob("*.warc.gz")):
+        if "-text-" in path.name:
+            continue
+        with path.open("rb") as fh:
+            for rec in ArchiveIterator(fh, check_digests="raise"):
+                if rec.rec_headers.get_header("WARC-Target-URI") == url:
+                    http = rec.http_headers
+                    found.append(Archived(rec.rec_type, dict(rec.rec_headers.headers),
+                                          dict(http.headers) if http is not None else {},
+                                          rec.raw_stream.read()))
+    return found
+
+
+def indexed(out: Outcome, url: str) -> bool:
+    index = blob_root(out.settings) / "index.cdxj"
+    return f'"url": "{url}"' in (index.read_text() if index.exists() else "")
+
+
+def assert_cut(record: Archived, why: str) -> None:
+    """A response record of a body that did not arrive in full: marked, and every
+    length in it describes the stored bytes (what pywb and warcio rely on)."""
+    assert record.type == "response"
+    assert record.warc["WARC-Truncated"] == why
+    assert record.http["Content-Length"] == str(len(record.payload))
 
 
 @pytest.mark.timeout(60)
@@ -71,6 +111,12 @@ async def test_slow_drip_times_out_and_ends_dead(tmp_path: Path) -> None:
     assert (row.status, row.reason, row.attempts) == (UrlStatus.DEAD, Reason.DEAD, 2)
     assert row.detail is not None and row.detail.startswith("timeout")
     assert out.stats.dead == 1 and out.stats.fetched == 2
+    # each attempt is archived as far as it arrived, marked cut by the time-out
+    responses = [r for r in archived(out, row.url) if r.type == "response"]
+    assert len(responses) == 2
+    for record in responses:
+        assert_cut(record, "time")
+        assert 0 < len(record.payload) < int(record.http["X-Crawler-Original-Content-Length"])
 
 
 @pytest.mark.timeout(60)
@@ -101,6 +147,9 @@ async def test_oversize_body_is_too_large(tmp_path: Path) -> None:
     row = out.row(key(web, "big.test/big"))
     assert (row.status, row.reason) == (UrlStatus.REJECTED, Reason.TOO_LARGE)
     assert out.stats.errors == {"too_large": 1}
+    # refused on its Content-Length, unread: no record, rather than an empty 200
+    assert archived(out, row.url) == [] and not indexed(out, row.url)
+    assert row.record is None
 
 
 @pytest.mark.timeout(90)
@@ -122,6 +171,16 @@ async def test_compression_bomb_is_too_large_in_little_memory(tmp_path: Path) ->
     row = out.row(key(web, "lab.test/bomb"))
     assert (row.status, row.reason) == (UrlStatus.REJECTED, Reason.TOO_LARGE)
     assert peak < 16 * cap, f"peak traced memory {peak} bytes"
+    # cut while inflating: the first cap bytes are archived, marked as cut at the cap
+    records = archived(out, row.url)
+    assert [r.type for r in records] == ["response", "request", "metadata"]
+    record = records[0]
+    assert_cut(record, "length")
+    assert len(record.payload) == cap and record.payload.startswith(b"<!DOCTYPE html")
+    assert record.http["X-Crawler-Original-Content-Encoding"] == "gzip"
+    assert int(record.http["X-Crawler-Original-Content-Length"]) == log[0].bytes_sent
+    # a cut body is neither parsed nor kept as a page
+    assert row.url not in out.texts() and not out.pages()
 
 
 @pytest.mark.timeout(60)
@@ -149,6 +208,12 @@ async def test_content_types_refused_or_sniffed(tmp_path: Path) -> None:
     assert out.row(key(web, "types.test/sniffed-link")).status is UrlStatus.DONE
     assert out.row(key(web, "types.test/plain")).status is UrlStatus.DONE
     assert out.stats.errors == {"bad_content_type": 2}
+    # a refused media type is not downloaded and not archived: no empty 200 record
+    for path in ("/wrong-type", "/binary"):
+        url = key(web, "types.test" + path)
+        assert archived(out, url) == [] and not indexed(out, url)
+    assert [r.type for r in archived(out, key(web, "types.test/plain"))] == [
+        "response", "request", "metadata"]
 
 
 @pytest.mark.timeout(60)

@@ -361,6 +361,7 @@ async def test_normal_page(server: Server, fetcher: HttpFetcher) -> None:
     assert r.charset == "utf-8"
     assert r.peer_ip == "127.0.0.1"
     assert r.x_robots_tag == "noarchive"
+    assert r.truncated is None and not r.body_refused
     assert r.request_target == "/page"
     assert 0 < r.elapsed < 3
     assert r.started_at <= r.fetched_at
@@ -395,7 +396,7 @@ async def test_compression_bomb_stops_at_the_cap(server: Server, fetcher: HttpFe
     finally:
         tracemalloc.stop()
     assert r.outcome is FetchOutcome.TOO_LARGE
-    assert r.truncated
+    assert r.truncated == "length" and not r.body_refused
     assert len(r.body) == CAP
     assert r.body == bytes(CAP)
     # Far below the decompressed size: the cap plus a few chunks, not the bomb.
@@ -406,15 +407,19 @@ async def test_compression_bomb_stops_at_the_cap(server: Server, fetcher: HttpFe
 async def test_oversize_body_is_too_large(server: Server, fetcher: HttpFetcher) -> None:
     r = await fetcher.fetch(server.url("/big"))
     assert r.outcome is FetchOutcome.TOO_LARGE
-    assert r.truncated
+    assert r.truncated == "length"
     assert "Content-Length" in (r.error or "")
+    # refused on its Content-Length: nothing read, so nothing to archive
+    assert r.body_refused and r.body == b""
     chunked = await fetcher.fetch(server.url("/big-chunked"))
     assert chunked.outcome is FetchOutcome.TOO_LARGE
-    assert len(chunked.body) == CAP
+    # cut while reading: the bytes up to the cap, to be archived as truncated
+    assert chunked.truncated == "length" and not chunked.body_refused
+    assert chunked.body == b"b" * CAP
     exact = await fetcher.fetch(server.url("/exact"))
     assert exact.outcome is FetchOutcome.OK
     assert len(exact.body) == CAP
-    assert not exact.truncated
+    assert not exact.truncated and not exact.body_refused
 
 
 async def test_bad_content_type_is_not_downloaded(server: Server,
@@ -423,6 +428,7 @@ async def test_bad_content_type_is_not_downloaded(server: Server,
     assert r.outcome is FetchOutcome.BAD_CONTENT_TYPE
     assert r.content_type == "image/png"
     assert r.body == b""
+    assert r.body_refused and r.truncated is None
     await asyncio.wait_for(server.seen.events["image_done"].wait(), 10)
     assert server.seen.events["image_complete"] is False
     assert server.seen.events["image_sent"] < 32 << 20
@@ -457,6 +463,7 @@ async def test_missing_content_type_is_sniffed() -> None:
     assert html.body == bodies[b"/html"]
     assert binary.outcome is FetchOutcome.BAD_CONTENT_TYPE
     assert binary.content_type == "application/octet-stream"
+    assert binary.body_refused and binary.body == b""  # the sniffed bytes are not kept
 
 
 async def test_slow_drip_ends_at_the_total_timeout(server: Server) -> None:
@@ -467,6 +474,30 @@ async def test_slow_drip_ends_at_the_total_timeout(server: Server) -> None:
     assert r.outcome is FetchOutcome.TIMEOUT
     assert r.status == 200  # the headers had arrived
     assert 0.9 < took < 2.0
+    # what had arrived is kept, marked as cut by the time-out (not an empty 200)
+    assert r.truncated == "time" and not r.body_refused
+    assert 1 <= len(r.body) <= 12 and set(r.body) == {ord("x")}
+
+
+async def test_connection_dropped_mid_body_keeps_what_arrived() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                     b"Content-Length: 18076\r\n\r\n" + b"<p>" + b"y" * 997)
+        await writer.drain()
+        writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        async with HttpFetcher(settings()) as f:
+            r = await f.fetch(f"http://127.0.0.1:{port}/cut")
+    finally:
+        srv.close()
+        await srv.wait_closed()
+    assert (r.outcome, r.status) == (FetchOutcome.NETWORK_ERROR, 200)
+    assert r.truncated == "disconnect" and not r.body_refused
+    assert r.body == b"<p>" + b"y" * 997
 
 
 async def test_redirect_is_reported_not_followed(server: Server,
@@ -493,9 +524,11 @@ async def test_throttling_and_errors(server: Server, fetcher: HttpFetcher) -> No
     assert (plain.outcome, plain.retry_after) == (FetchOutcome.SERVER_ERROR, None)
     r500 = await fetcher.fetch(server.url("/500"))
     assert r500.outcome is FetchOutcome.SERVER_ERROR
-    assert 0 < len(r500.body) <= 64 * 1024  # kept for the archive, cut short
+    assert r500.body == b"x" * (64 * 1024)  # kept for the archive, cut short
+    assert r500.truncated == "length"
     r404 = await fetcher.fetch(server.url("/404"))
     assert (r404.outcome, r404.body) == (FetchOutcome.HTTP_ERROR, b"nope")
+    assert r404.truncated is None
 
 
 async def test_conditional_get(server: Server, fetcher: HttpFetcher) -> None:
@@ -648,6 +681,7 @@ async def test_fetch_robots_cuts_the_body(server: Server) -> None:
     assert r.status == 200
     assert r.outcome is FetchOutcome.OK
     assert len(r.body) == 1000
+    assert r.responses[-1].truncated == "length"  # archived as cut
 
 
 class MemoryRobotsStore:

@@ -402,6 +402,66 @@ def test_reopen_and_continue_never_overwrites(tmp_path: Path) -> None:
     assert warcat_verify(files) == 2 * (1 + 3 * 2)
 
 
+def test_a_cut_body_is_stored_as_received_and_marked_truncated(tmp_path: Path) -> None:
+    """Issue 10 item 11: a body cut at the cap (or by a time-out or a dropped connection)
+    is stored as far as it arrived, with WARC-Truncated, and every length in the record
+    describes the stored bytes; a complete body carries no WARC-Truncated."""
+    store = LocalBlobStore(str(tmp_path), writer_id="w1")
+    writer = ArchiveWriter(store, software="t")
+    received = b"<svg>" + b"p" * 995  # the first 1000 bytes of an 18076-byte body
+    cases: list[tuple[str, bytes, list[tuple[str, str]], Any]] = [
+        ("http://example.com/cap.svg", received,
+         [("Content-Type", "image/svg+xml"), ("Content-Length", "18076")], "length"),
+        ("http://example.com/drip", b"partial",
+         [("Content-Type", "text/html"), ("Content-Encoding", "gzip"),
+          ("Content-Length", "300")], "time"),
+        ("http://example.com/reset", b"", [("Content-Type", "text/html"),
+                                           ("Transfer-Encoding", "chunked")], "disconnect"),
+        ("http://example.com/whole", b"complete", [("Content-Type", "text/plain"),
+                                                   ("Content-Length", "8")], None),
+    ]
+    kept: list[StoredResponse] = []
+    written = {url: writer.write_exchange(
+        url=url, method="GET", request_headers=[], status=200, reason="OK",
+        response_headers=headers, body=body, fetched_at=T0, ip="127.0.0.1",
+        metadata={"fetchTimeMs": 5}, remember=lambda _, r: kept.append(r), truncated=cut)
+        for url, body, headers, cut in cases}
+    store.close()
+    files = [tmp_path / k for k in store.stream_files("warc")]
+    records = [r for f in files for r in _records(f)]
+    assert [r.rec_type for _, r, _ in records] == ["warcinfo"] + ["response", "request",
+                                                                  "metadata"] * len(cases)
+    responses = {r.rec_headers.get_header("WARC-Target-URI"): (r, data)
+                 for _, r, data in records if r.rec_type == "response"}
+    for (url, body, headers, cut), stored in zip(cases, kept, strict=True):
+        record, data = responses[url]
+        assert record.rec_headers.get_header("WARC-Truncated") == cut
+        assert data == body
+        http = record.http_headers
+        assert http.get_statuscode() == "200"
+        # what a replay tool reads: the HTTP Content-Length is the stored payload
+        assert http.get_header("Content-Length") == str(len(body))
+        declared = dict(headers).get("Content-Length")
+        assert http.get_header(ORIGINAL_CONTENT_LENGTH) == (
+            declared if declared != str(len(body)) else None)
+        # and the WARC Content-Length covers the HTTP head and exactly those bytes
+        head = http.to_bytes()
+        assert int(record.rec_headers.get_header("Content-Length")) == len(head) + len(body)
+        assert record.rec_headers.get_header("WARC-Payload-Digest") == payload_digest(body)
+        got = read_response(store, written[url].pointer)
+        assert got.truncated == cut and got.body == body
+        assert stored == got  # what a same-process reader is handed
+    for _, record, _ in records:  # only the response record is marked
+        if record.rec_type != "response":
+            assert record.rec_headers.get_header("WARC-Truncated") is None
+    assert warcio_check(files).returncode == 0
+    assert warcat_verify(files) == len(records)
+    with pytest.raises(ArchiveError):
+        writer.write_exchange(url="http://example.com/x", method="GET", request_headers=[],
+                              status=200, reason="OK", response_headers=[], body=b"x",
+                              fetched_at=T0, ip=None, truncated="size")  # type: ignore[arg-type]
+
+
 # -- argument checks and helpers -------------------------------------------------------
 
 
