@@ -31,6 +31,7 @@ from common.adapters.sqlite_store import SqliteStateStore
 from common.messages import Topic
 from common.ports import Bus, Delivery, Handler, StateStore
 from common.settings import StoreSettings
+from tests.conftest import unavailable
 
 STORE_BACKENDS = [pytest.param("sqlite"),
                   pytest.param("cassandra", marks=pytest.mark.integration)]
@@ -61,7 +62,7 @@ def server_available(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -
 def require_server(name: str, port: int) -> None:
     """Skip the calling test unless ``name`` answers on loopback ``port``."""
     if not server_available(port):
-        pytest.skip(f"{name} is not running on 127.0.0.1:{port}")
+        unavailable(f"{name} is not running on 127.0.0.1:{port}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

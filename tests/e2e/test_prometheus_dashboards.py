@@ -22,11 +22,16 @@ import yaml
 from common.messages import FetchOutcome, Reason, Topic
 from common.metrics import HealthServer, Metrics
 from common.robots import RobotsBasis
+from tests.conftest import unavailable
 from tests.prometheus_support import PROMETHEUS, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(PROMETHEUS is None,
-                                reason="prometheus not installed (apt-get install prometheus)")
+
+
+@pytest.fixture(autouse=True)
+def _prometheus_installed() -> None:
+    if PROMETHEUS is None:
+        unavailable("prometheus not installed (apt-get install prometheus)")
 
 
 def _free_port() -> int:

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-import pytest
-
 from common.settings import Settings
 from frontier.stats import CrawlStats, collect
+from tests.conftest import unavailable
 
 KAFKA = os.environ.get("CRAWLER_BUS_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 CASSANDRA_HOST = os.environ.get("CRAWLER_STORE_CASSANDRA_HOSTS", "127.0.0.1").split(",")[0]
@@ -37,9 +36,9 @@ def _answers(host: str, port: int) -> bool:
 def require_cluster_servers() -> None:
     host, _, port = KAFKA.partition(",")[0].rpartition(":")
     if not _answers(host, int(port)):
-        pytest.skip(f"Kafka does not answer at {KAFKA} (scripts/servers start)")
+        unavailable(f"Kafka does not answer at {KAFKA} (scripts/servers start)")
     if not _answers(CASSANDRA_HOST, CASSANDRA_PORT):
-        pytest.skip(f"Cassandra does not answer at {CASSANDRA_HOST}:{CASSANDRA_PORT}")
+        unavailable(f"Cassandra does not answer at {CASSANDRA_HOST}:{CASSANDRA_PORT}")
 
 
 @dataclass

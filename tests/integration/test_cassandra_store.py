@@ -36,6 +36,7 @@ from common.adapters.cassandra_store import (
 from common.messages import Reason, RecordPointer, UrlStatus
 from common.ports import UrlState
 from common.settings import StoreSettings
+from tests.conftest import unavailable
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +55,7 @@ def _answering() -> bool:
 def session() -> Iterator[Any]:
     """A plain driver session, for looking at and tampering with the tables."""
     if not _answering():
-        pytest.skip(f"Cassandra is not running on 127.0.0.1:{PORT} (scripts/servers start)")
+        unavailable(f"Cassandra is not running on 127.0.0.1:{PORT} (scripts/servers start)")
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import RoundRobinPolicy
     from cassandra.query import tuple_factory

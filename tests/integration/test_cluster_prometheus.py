@@ -19,14 +19,17 @@ import pytest
 
 from simweb import SimWeb
 from simweb.scenarios import seed
+from tests.conftest import unavailable
 from tests.integration.cluster import cluster, require_cluster_servers
 from tests.prometheus_support import PROMETHEUS, run_prometheus
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(PROMETHEUS is None,
-                       reason="prometheus not installed (apt-get install prometheus)"),
-]
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _prometheus_installed() -> None:
+    if PROMETHEUS is None:
+        unavailable("prometheus not installed (apt-get install prometheus)")
 
 ROLES = {"frontier": "frontier", "fetcher-1": "fetcher", "fetcher-2": "fetcher",
          "parser": "parser", "dedup": "dedup"}

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from common.settings import Settings
+from tests.conftest import unavailable
 from tests.deploy_support import load_check_deploy
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,7 @@ Docs = list[dict[str, Any]]
 @pytest.fixture(scope="module")
 def compose_schema() -> dict[str, Any]:
     if not cd.COMPOSE_SCHEMA.is_file():
-        pytest.skip("Compose schema not fetched yet: run scripts/check-deploy tools")
+        unavailable("Compose schema not fetched yet: run scripts/check-deploy tools")
     import json
 
     schema: dict[str, Any] = json.loads(cd.COMPOSE_SCHEMA.read_text(encoding="utf-8"))
@@ -39,7 +40,7 @@ def compose_schema() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def helm() -> Path:
     if not cd.HELM.is_file() or not cd._helm_stamp().is_file():
-        pytest.skip("helm not built yet: run scripts/check-deploy tools")
+        unavailable("helm not built yet: run scripts/check-deploy tools")
     path: Path = cd.HELM
     return path
 
