@@ -149,6 +149,10 @@ class RobotsResponse:
 # --- pure helpers -------------------------------------------------------------------
 
 
+#: Largest Retry-After returned (about 31,700 years); callers cap it far lower.
+MAX_RETRY_AFTER_SECONDS = 1e12
+
+
 def parse_retry_after(value: str | None, now: float) -> float | None:
     """Seconds to wait from a Retry-After value (delta-seconds or an HTTP date).
 
@@ -160,8 +164,12 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     text = value.strip()
     if not text:
         return None
+    if not text.isascii():
+        return None  # HTTP's digits and dates are ASCII; float() would take other digits
     if text.isdigit():
-        return float(int(text))
+        # delta-seconds of any length: past 12 digits it is longer than anyone waits,
+        # and the caller caps it (int() of thousands of digits would raise)
+        return float(text) if len(text) <= 12 else MAX_RETRY_AFTER_SECONDS
     try:
         seconds = float(text)
     except ValueError:

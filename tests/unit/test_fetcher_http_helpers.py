@@ -30,12 +30,14 @@ NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC).timestamp()
     ("Wed May  1 12:00:05 2024", 5.0),  # asctime
     ("Wed, 01 May 2024 11:00:00 GMT", 0.0),  # in the past
     ("Wed, 01 May 2024 14:00:00 +0200", 0.0),  # same instant, other zone
+    ("9" * 5000, 1e12),  # longer than int() takes: the largest wait, capped by the caller
+    ("1" + "0" * 400, 1e12),  # past float's range
 ])
 def test_parse_retry_after(value: str, expected: float) -> None:
     assert parse_retry_after(value, NOW) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("value", [None, "", "   ", "soon", "-5", "nan", "inf",
+@pytest.mark.parametrize("value", [None, "", "   ", "soon", "-5", "nan", "inf", "²", "١٢",
                                    "Wed, 99 Foo 2024 12:00:00 GMT"])
 def test_parse_retry_after_unusable(value: str | None) -> None:
     assert parse_retry_after(value, NOW) is None
