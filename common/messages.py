@@ -2,8 +2,10 @@
 
 One topic carries one message type (see :data:`TOPIC_TYPES`). Messages are frozen
 msgspec structs encoded as JSON; every message has a schema version ``v``. Decoding a
-malformed message, a message of the wrong shape or an unknown version raises
-:class:`MessageError`, and nothing else, so a bus adapter can dead-letter it.
+malformed message, a message of the wrong shape, a number out of its range (a negative
+depth, a priority past :data:`MAX_PRIORITY`, ...) or an unknown version raises
+:class:`MessageError`, and nothing else, so a bus adapter can dead-letter it. The
+ranges are checked on decoding only: building a message checks nothing.
 
 Queues carry pointers and small metadata, never page bodies: a fetched body lives in a
 WARC record that :class:`RecordPointer` names.
@@ -11,12 +13,36 @@ WARC record that :class:`RecordPointer` names.
 
 from __future__ import annotations
 
+import base64
 import enum
-from typing import Any, TypeAlias, TypeVar
+import hashlib
+from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
 
 SCHEMA_VERSION = 1
+
+# Ranges a decoded message must respect; anything else is a MessageError.
+MAX_DEPTH = 1_000_000  # link depth from a seed
+MAX_PRIORITY = 99  # 0 is the highest; CRAWLER_CRAWL_PRIORITY_LEVELS is at most 100
+MAX_HOPS = 1_000  # redirect hops
+MAX_ATTEMPTS = 1_000_000  # fetch or delivery attempts
+MAX_SECONDS = 100_000_000.0  # delays and durations (over three years)
+MAX_TIMESTAMP = 32_503_680_000.0  # wall-clock times: before 3000-01-01 (Unix seconds)
+MAX_SIZE = 2**63 - 1  # byte offsets, lengths and counts
+MAX_HTTP_STATUS = 999  # 0 when there was no response
+
+Depth: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_DEPTH)]
+Priority: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_PRIORITY)]
+Hops: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_HOPS)]
+Attempts: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_ATTEMPTS)]
+Seconds: TypeAlias = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)]
+Timestamp: TypeAlias = Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMESTAMP)]
+Size: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_SIZE)]
+HttpStatus: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_HTTP_STATUS)]
+# unsigned 64-bit: msgspec takes no bound past int64, so __post_init__ checks the top
+SimHash: TypeAlias = Annotated[int, msgspec.Meta(ge=0)]
+MAX_SIMHASH = 2**64 - 1
 
 
 class MessageError(ValueError):
@@ -105,6 +131,14 @@ class Reason(enum.StrEnum):
     REDIRECTED = "redirected"  # a redirect; its target was handed to the frontier
     NOT_MODIFIED = "not_modified"
     PARSE_ERROR = "parse_error"
+    PARSE_TIMEOUT = "parse_timeout"  # parsing ran over the page job time limit
+    OUT_OF_SCOPE = "out_of_scope"  # outside the crawl scope (hosts, domains, paths)
+
+
+def _check_simhash(value: int | None) -> None:
+    # In __post_init__, which decoding runs too: the ValueError becomes a MessageError.
+    if value is not None and value > MAX_SIMHASH:
+        raise ValueError(f"simhash {value} does not fit in 64 bits")
 
 
 class _Msg(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=False):
@@ -115,19 +149,19 @@ class RecordPointer(msgspec.Struct, frozen=True):
     """Where a record lives in the blob store: a file, a byte offset and a length."""
 
     file: str
-    offset: int
-    length: int
+    offset: Size
+    length: Size
 
 
 class Link(msgspec.Struct, frozen=True, kw_only=True):
     """One URL offered to the frontier."""
 
     url: str
-    depth: int = 0
-    priority: int = 1
+    depth: Depth = 0
+    priority: Priority = 1
     kind: LinkKind = LinkKind.LINK
     source: str | None = None  # the page it was found on
-    hops: int = 0  # redirect hops that led here
+    hops: Hops = 0  # redirect hops that led here
 
 
 class Discovered(_Msg, frozen=True, kw_only=True):
@@ -144,16 +178,16 @@ class FetchTask(_Msg, frozen=True, kw_only=True):
     task_id: str
     url: str
     host: str
-    depth: int = 0
-    priority: int = 1
-    attempt: int = 1
-    hops: int = 0
+    depth: Depth = 0
+    priority: Priority = 1
+    attempt: Attempts = 1
+    hops: Hops = 0
     etag: str | None = None
     last_modified: str | None = None
-    previous_fetch_at: float | None = None  # when the stored copy was fetched (refresh)
+    previous_fetch_at: Timestamp | None = None  # when the stored copy was fetched (refresh)
     previous_record: RecordPointer | None = None  # the stored copy, for revisit records
-    delay: float = 1.0  # the host's politeness gap (seconds), also kept after robots.txt
-    issued_at: float = 0.0
+    delay: Seconds = 1.0  # the host's politeness gap (seconds), also kept after robots.txt
+    issued_at: Timestamp = 0.0
 
 
 class FetchResult(_Msg, frozen=True, kw_only=True):
@@ -161,21 +195,22 @@ class FetchResult(_Msg, frozen=True, kw_only=True):
 
     task: FetchTask
     outcome: FetchOutcome
-    status: int = 0  # HTTP status, 0 when no response
-    fetched_at: float = 0.0  # wall-clock time the response ended
-    elapsed: float = 0.0  # response time in seconds
+    status: HttpStatus = 0  # HTTP status, 0 when no response
+    fetched_at: Timestamp = 0.0  # wall-clock time the response ended
+    elapsed: Seconds = 0.0  # response time in seconds
     content_type: str | None = None
     charset: str | None = None
     location: str | None = None  # absolute redirect target
-    retry_after: float | None = None  # seconds
+    # a server's Retry-After as it came (the frontier caps it), so no upper bound here
+    retry_after: Annotated[float, msgspec.Meta(ge=0)] | None = None  # seconds
     etag: str | None = None
     last_modified: str | None = None
     x_robots_tag: str | None = None
     record: RecordPointer | None = None  # the WARC response or revisit record
     content_hash: str | None = None  # "sha256:<hex>" of the body as received (decoded)
-    body_bytes: int = 0
+    body_bytes: Size = 0
     duplicate_of: str | None = None  # URL whose identical body was stored first
-    robots_crawl_delay: float | None = None
+    robots_crawl_delay: Seconds | None = None
     robots_fetched: bool = False  # this task also fetched robots.txt
     error: str | None = None
 
@@ -185,13 +220,13 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
 
     url: str
     host: str
-    depth: int
-    priority: int
-    status: int
-    fetched_at: float
+    depth: Depth
+    priority: Priority
+    status: HttpStatus
+    fetched_at: Timestamp
     content_hash: str | None
-    simhash: int | None  # 64-bit SimHash of the extracted text
-    text_chars: int = 0
+    simhash: SimHash | None  # 64-bit SimHash of the extracted text
+    text_chars: Size = 0
     title: str | None = None
     record: RecordPointer | None = None
     text_record: RecordPointer | None = None
@@ -200,6 +235,10 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     nofollow: bool = False
     duplicate_of: str | None = None  # set when the body was an exact duplicate
     error: str | None = None
+    timed_out: bool = False  # the error is the page job time limit
+
+    def __post_init__(self) -> None:
+        _check_simhash(self.simhash)
 
 
 class StatusUpdate(_Msg, frozen=True, kw_only=True):
@@ -210,8 +249,11 @@ class StatusUpdate(_Msg, frozen=True, kw_only=True):
     status: UrlStatus
     reason: Reason | None = None
     duplicate_of: str | None = None
-    simhash: int | None = None
+    simhash: SimHash | None = None
     content_hash: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_simhash(self.simhash)
 
 
 class PageRecord(_Msg, frozen=True, kw_only=True, rename="camel"):
@@ -219,7 +261,7 @@ class PageRecord(_Msg, frozen=True, kw_only=True, rename="camel"):
 
     url: str
     fetched_at: str  # ISO 8601, UTC
-    status: int
+    status: HttpStatus
     content_hash: str | None
     simhash: str | None  # 16 hex digits
     storage_key: RecordPointer | None
@@ -228,14 +270,40 @@ class PageRecord(_Msg, frozen=True, kw_only=True, rename="camel"):
     near_duplicate_of: str | None = None
 
 
+class PayloadEncoding(enum.StrEnum):
+    """How :attr:`DeadLetter.payload` holds the original bytes."""
+
+    UTF8 = "utf-8"  # the bytes were UTF-8 text: the text itself
+    BASE64 = "base64"  # anything else: standard base64
+
+
+# Longest payload a dead letter carries, in bytes of its JSON form. With the error
+# and the key (both cut to MAX_DEAD_LETTER_TEXT), a letter stays well under Kafka's
+# default message limit (1,000,000 bytes in the producer, 1 MiB in the broker).
+MAX_DEAD_LETTER_PAYLOAD = 512 * 1024
+MAX_DEAD_LETTER_TEXT = 4096
+
+
 class DeadLetter(_Msg, frozen=True, kw_only=True):
-    """A message that could not be handled, with the error."""
+    """A message that could not be handled, with the error.
+
+    ``payload`` carries the original bytes compactly (build letters with
+    :func:`dead_letter`; :func:`dead_letter_payload` gives the bytes back): as text when
+    they are UTF-8 whose JSON form fits in :data:`MAX_DEAD_LETTER_PAYLOAD` bytes, else
+    as base64 of at most the first 3/4 of that many bytes (``truncated`` then
+    says that bytes were left out). ``size`` and ``digest`` describe the whole
+    original, so a cut payload can still be matched against its source.
+    """
 
     topic: str
     key: str
-    payload: str  # the original bytes, decoded as UTF-8 with replacement
+    payload: str
     error: str
-    attempts: int
+    attempts: Attempts
+    encoding: PayloadEncoding = PayloadEncoding.UTF8
+    size: Size | None = None  # bytes of the original message
+    digest: str | None = None  # "sha256:<hex>" of the original message
+    truncated: bool = False  # payload holds only the first bytes of the original
 
 
 class HostControl(_Msg, frozen=True, kw_only=True):
@@ -243,11 +311,11 @@ class HostControl(_Msg, frozen=True, kw_only=True):
     key=host). Fields left as None leave that setting as it is."""
 
     host: str
-    delay: float | None = None  # per-host delay override, seconds
+    delay: Seconds | None = None  # per-host delay override, seconds
     clear_delay: bool = False  # drop the delay override
     blocked: bool | None = None
-    max_pages: int | None = None
-    issued_at: float = 0.0
+    max_pages: Size | None = None
+    issued_at: Timestamp = 0.0
 
 
 Message: TypeAlias = (Discovered | FetchTask | FetchResult | ParsedPage | StatusUpdate
@@ -293,3 +361,47 @@ def decode(kind: type[M], data: bytes) -> M:
 
 def decode_topic(topic: Topic, data: bytes) -> Message:
     return decode(TOPIC_TYPES[topic], data)  # type: ignore[no-any-return]
+
+
+def _clip(text: str) -> str:
+    # A key decoded with surrogatepass may hold lone surrogates, which JSON cannot carry.
+    text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if len(text) <= MAX_DEAD_LETTER_TEXT:
+        return text
+    return text[:MAX_DEAD_LETTER_TEXT - 3] + "..."
+
+
+def dead_letter(topic: str, key: str, payload: bytes, error: str, attempts: int, *,
+                limit: int = MAX_DEAD_LETTER_PAYLOAD) -> DeadLetter:
+    """The dead letter of ``payload``, the original message's bytes (see :class:`DeadLetter`).
+
+    UTF-8 text is kept as it is while its JSON form (a control character takes six
+    bytes there) fits in ``limit`` bytes; anything else goes as base64, cut
+    to its first ``limit // 4 * 3`` bytes (``limit=0``: no payload, only its size and
+    digest). ``key`` and ``error`` are cut to :data:`MAX_DEAD_LETTER_TEXT` characters.
+    """
+    if limit < 0:
+        raise ValueError(f"limit must not be negative, got {limit}")
+    size = len(payload)
+    digest = "sha256:" + hashlib.sha256(payload).hexdigest()
+    common: dict[str, Any] = {"topic": _clip(topic), "key": _clip(key),
+                              "error": _clip(error), "attempts": attempts,
+                              "size": size, "digest": digest}
+    if size <= limit:  # JSON text is never shorter than the bytes it holds
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            if len(_encoder.encode(text)) - 2 <= limit:  # without the quotes
+                return DeadLetter(payload=text, **common)
+    keep = min(size, limit // 4 * 3)
+    return DeadLetter(payload=base64.b64encode(payload[:keep]).decode("ascii"),
+                      encoding=PayloadEncoding.BASE64, truncated=keep < size, **common)
+
+
+def dead_letter_payload(letter: DeadLetter) -> bytes:
+    """The original bytes a dead letter carries (only the first ones when ``truncated``)."""
+    if letter.encoding is PayloadEncoding.BASE64:
+        return base64.b64decode(letter.payload)
+    return letter.payload.encode("utf-8", "surrogatepass")

@@ -45,6 +45,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
+from common.httplog import server_logger
 from common.messages import FetchOutcome, Reason, Topic
 from common.ports import BlobStore, StateStore
 from common.robots import RobotsBasis
@@ -159,6 +160,15 @@ class FrontierMetrics:
         self.owned_partitions = Gauge(
             "crawler_frontier_owned_partitions",
             "Host partitions this frontier instance owns.", registry=registry)
+        self.oldest_due = Gauge(
+            "crawler_frontier_oldest_due_seconds",
+            "Age of the oldest due host not dispatched yet (ready, or its dispatch "
+            "still in progress); 0 when none is waiting. Stays near 0 unless fetch "
+            "capacity is short or the frontier is stalled.", registry=registry)
+        self.stalls = Counter(
+            "crawler_frontier_stall_recoveries_total",
+            "Times the frontier saw its own stall and recovered its scheduling state.",
+            registry=registry)
         self.politeness_wait = Histogram(
             "crawler_frontier_politeness_wait_seconds",
             "Time a due URL waited for its host's politeness slot.",
@@ -184,6 +194,8 @@ class FrontierMetrics:
             "crawler_frontier_seen_filter_skips_total",
             "Offered URLs dropped because the seen filter already knew them.",
             registry=registry)
+        for outcome in FetchOutcome:  # a dashboard shows 0 retries, not "no data"
+            self.retries.labels(outcome.value)
 
     def count_rejected(self, reason: Reason, n: int = 1) -> None:
         if n > 0:
@@ -261,10 +273,18 @@ class BusMetrics:
             "crawler_bus_dead_lettered_messages_total",
             "Messages moved to the dead-letter topic, by their original topic.",
             ["topic"], registry=registry)
+        self.dead_letters_dropped = Counter(
+            "crawler_bus_dead_letters_dropped_total",
+            "Dead letters the broker refused for good (too large, invalid), so dropped "
+            "after logging, by the original message's topic.",
+            ["topic"], registry=registry)
         self.consumer_lag = Gauge(
             "crawler_bus_consumer_lag_messages",
             "Messages not yet consumed by this process's group, summed over the "
             "partitions it owns.", ["topic"], registry=registry)
+        for topic in Topic:  # a dashboard shows 0 errors, not "no data"
+            self.handler_errors.labels(topic.value)
+            self.dead_lettered.labels(topic.value)
 
     def count_consumed(self, topic: Topic, n: int = 1) -> None:
         self.consumed.labels(_member(Topic, topic)).inc(n)
@@ -277,6 +297,9 @@ class BusMetrics:
 
     def count_dead_lettered(self, topic: Topic) -> None:
         self.dead_lettered.labels(_member(Topic, topic)).inc()
+
+    def count_dead_letter_dropped(self, topic: Topic) -> None:
+        self.dead_letters_dropped.labels(_member(Topic, topic)).inc()
 
     def set_lag(self, topic: Topic, lag: int) -> None:
         self.consumer_lag.labels(_member(Topic, topic)).set(max(0, lag))
@@ -293,6 +316,8 @@ class StoreMetrics:
         self.errors = Counter(
             "crawler_store_request_errors_total", "Store calls that raised, by operation.",
             ["operation"], registry=registry)
+        for operation in STORE_OPERATIONS:  # a dashboard shows 0 errors, not "no data"
+            self.errors.labels(operation)
 
     @staticmethod
     def _operation(operation: str) -> str:
@@ -456,7 +481,9 @@ class HealthServer:
                  alive: Probe | None = None) -> None:
         app = web.Application()
         app.add_routes(health_routes(registry, ready=ready, alive=alive))
-        self._runner = web.AppRunner(app, access_log=None)
+        # a malformed request is one rate-limited line, not a traceback (common.httplog)
+        self._runner = web.AppRunner(app, access_log=None,
+                                     logger=server_logger(__name__ + ".http"))
         self._port: int | None = None
 
     @property

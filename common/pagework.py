@@ -29,12 +29,33 @@ order, then the parent closes its end of the socket, and the worker closes its f
 and exits). A worker whose parent dies sees the socket end and exits the same way. A
 worker that dies fails the jobs it was running with :class:`PageWorkError` (so their
 messages are delivered again), and the next job gets a new worker.
+
+Time limit: a worker runs its jobs one after another, so the parent knows which job is
+running (the oldest unanswered one) and since when (the previous answer, or the
+worker's "ready" frame, sent once it is set up). A job that runs longer than
+``job_timeout`` seconds (``CRAWLER_CRAWL_PAGE_JOB_TIMEOUT``) is abandoned: the parent
+kills the worker (SIGKILL to its own child, by PID), the job fails with
+:class:`PageJobTimeoutError`, the jobs queued behind it are sent again, and the next job
+starts a new worker. Records the killed worker wrote stay in its files (a record
+it was writing may end torn, like after a crash; readers skip it).
+
+Lanes: ``ProcessPageWork(..., lanes=("write", "parse"))`` runs a pool of workers per
+lane and :meth:`ProcessPageWork.lane` hands a stage the view of one lane, so jobs of
+one lane never wait behind another's: embedded mode writes WARC records in one lane
+and parses in the other, and a slow parse delays no other page's records. A parse job
+then reads its page back from the file the writer appended it to.
+
+Threads cannot be killed: :class:`ThreadPageWork` has no time limit and one pool for
+every job. There the input bounds of the parser (:mod:`parser.html`) are what keeps a
+page's cost bounded; note that resiliparse holds the GIL while it parses (lexbor does
+not), so a slow parse there stalls the whole process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import itertools
 import logging
 import os
@@ -66,6 +87,18 @@ class PageWorkError(RuntimeError):
     """A page job could not run: its worker process died."""
 
 
+class PageJobTimeoutError(PageWorkError):
+    """A page job ran longer than the time limit: abandoned, its worker killed."""
+
+
+class _ResendError(Exception):
+    """A job queued behind an abandoned one: send it again to a new worker."""
+
+
+DEFAULT_LANE = "page"
+RESENDS = 3  # times a job queued behind abandoned ones is sent again before it fails
+
+
 @dataclass(slots=True)
 class WorkContext:
     """What a page job may use: the settings and the worker's blob store and archive.
@@ -87,9 +120,13 @@ class WorkContext:
         self.tracking = urls.TrackingRules.from_settings(self.settings.urls)
         self.recent = OrderedDict()
 
+    @property
+    def keeper(self) -> Callable[[RecordPointer, StoredResponse], None] | None:
+        """What a writer hands its responses to (None when none are kept, so a writer
+        does not build a response nobody will read)."""
+        return self.remember if self.keep_recent > 0 else None
+
     def remember(self, pointer: RecordPointer, stored: StoredResponse) -> None:
-        if self.keep_recent <= 0:
-            return
         self.recent[pointer] = stored
         while len(self.recent) > self.keep_recent:
             self.recent.popitem(last=False)
@@ -113,6 +150,11 @@ class PageWork(Protocol):
         """Release the workers once running jobs are done (idempotent)."""
         ...
 
+    def lane(self, name: str) -> PageWork:
+        """The jobs of lane ``name``: with workers of their own where the implementation
+        has lanes, else these same workers."""
+        ...
+
 
 class ThreadPageWork:
     """Jobs on worker threads of this process, with this process's blob store."""
@@ -129,6 +171,9 @@ class ThreadPageWork:
 
     async def close(self) -> None:
         return None
+
+    def lane(self, name: str) -> PageWork:
+        return self  # one thread pool; see the module docstring
 
 
 # -- worker processes ------------------------------------------------------------------
@@ -170,11 +215,14 @@ def worker_main(fd: int) -> int:
     setup = receive()
     if setup is None:
         return 0
-    settings, root, writer, cdx_name = setup
+    settings, root, writer, cdx_name, keep_recent, preload = setup
+    for module in preload:  # the jobs' modules, so a first job does not pay the import
+        importlib.import_module(module)
     blobs = LocalBlobStore(root, writer_id=f"{writer}-p{os.getpid()}",
                            prefix=settings.blob.prefix, max_bytes=settings.blob.warc_max_bytes)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent, cdx_name=cdx_name)
-    context = WorkContext(settings, blobs, archive, keep_recent=KEEP_RECENT)
+    context = WorkContext(settings, blobs, archive, keep_recent=keep_recent)
+    sock.sendall(_frame((None, True, os.getpid())))  # ready: job time limits start now
     try:
         while (request := receive()) is not None:
             rid, job, args, kwargs = request
@@ -193,37 +241,78 @@ def worker_main(fd: int) -> int:
 
 
 @dataclass(slots=True)
+class _Job:
+    future: asyncio.Future[Any]
+    name: str
+
+
+@dataclass(slots=True)
 class _Worker:
     process: asyncio.subprocess.Process
     writer: asyncio.StreamWriter
+    lane: str
     reader_task: asyncio.Task[None] | None = None
-    pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+    # jobs sent and not answered, oldest first: the first is the one running
+    pending: dict[int, _Job] = field(default_factory=dict)
     alive: bool = True
+    ready: bool = False  # set up (its start-up does not count against a job's limit)
+    started: asyncio.Event = field(default_factory=asyncio.Event)  # ready, or ended
+    killed: bool = False  # by us, for a job over the time limit
+    timer: asyncio.TimerHandle | None = None  # the running job's time limit
+
+
+@dataclass(slots=True)
+class _Pool:
+    workers: list[_Worker] = field(default_factory=list)
+    starting: asyncio.Lock = field(default_factory=asyncio.Lock)  # one replacement at a time
 
 
 class ProcessPageWork:
-    """Jobs in ``processes`` worker processes, each with a blob store in ``root``."""
+    """Jobs in ``processes`` worker processes per lane, each with a blob store in
+    ``root``; a job running longer than ``job_timeout`` seconds (default: the setting;
+    0: no limit) is abandoned and its worker killed and replaced. Each worker imports
+    the modules named in ``preload`` (those of the jobs) before it takes jobs."""
 
     def __init__(self, settings: Settings, *, processes: int, root: str, writer: str,
-                 cdx_name: str) -> None:
+                 cdx_name: str, lanes: tuple[str, ...] = (DEFAULT_LANE,),
+                 job_timeout: float | None = None, keep_recent: int = KEEP_RECENT,
+                 preload: tuple[str, ...] = ()) -> None:
         if processes < 1:
             raise ValueError("ProcessPageWork needs at least one process")
+        if not lanes:
+            raise ValueError("ProcessPageWork needs at least one lane")
         self.processes = processes
-        self._setup = (settings, root, writer, cdx_name)
-        self._workers: list[_Worker] = []
+        self.job_timeout = (settings.crawl.page_job_timeout if job_timeout is None
+                            else job_timeout)
+        self._setup = (settings, root, writer, cdx_name, keep_recent, preload)
+        self._pools = {name: _Pool() for name in lanes}
+        self._default = lanes[0]
         self._ids = itertools.count()
         self._closed = False
-        self._starting: asyncio.Lock | None = None
+        self.timeouts = 0  # jobs abandoned for running over the limit
 
-    def pids(self) -> list[int]:
-        """Process ids of the live workers (for measuring them)."""
-        return [w.process.pid for w in self._workers if w.alive]
+    @property
+    def _workers(self) -> list[_Worker]:
+        return [w for pool in self._pools.values() for w in pool.workers]
+
+    def pids(self, lane: str | None = None) -> list[int]:
+        """Process ids of the live workers (of one lane, or all; for measuring them)."""
+        return [w.process.pid for w in self._workers
+                if w.alive and (lane is None or w.lane == lane)]
+
+    def lane(self, name: str) -> PageWork:
+        if name not in self._pools:
+            raise KeyError(f"no page work lane {name!r} (lanes: {', '.join(self._pools)})")
+        return _Lane(self, name)
 
     async def start(self) -> None:
-        while len(self._workers) < self.processes:
-            self._workers.append(await self._spawn())
+        """Start the workers and wait until each is set up (``preload`` imported)."""
+        for name, pool in self._pools.items():
+            while len(pool.workers) < self.processes:
+                pool.workers.append(await self._spawn(name))
+        await asyncio.gather(*(w.started.wait() for w in self._workers))
 
-    async def _spawn(self) -> _Worker:
+    async def _spawn(self, lane: str) -> _Worker:
         parent, child = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
@@ -234,7 +323,7 @@ class ProcessPageWork:
         finally:
             child.close()
         reader, writer = await asyncio.open_unix_connection(sock=parent)
-        worker = _Worker(process, writer)
+        worker = _Worker(process, writer, lane)
         writer.write(_frame(self._setup))
         worker.reader_task = asyncio.create_task(self._read(worker, reader),
                                                  name=f"page-worker-{process.pid}")
@@ -246,55 +335,114 @@ class ProcessPageWork:
             while True:
                 head = await reader.readexactly(_HEADER.size)
                 rid, ok, value = pickle.loads(await reader.readexactly(_HEADER.unpack(head)[0]))
-                future = worker.pending.pop(rid, None)
-                if future is None or future.done():
+                if rid is None:  # the worker is ready
+                    worker.ready = True
+                    worker.started.set()
+                    self._arm(worker)
+                    continue
+                job = worker.pending.pop(rid, None)
+                self._arm(worker)  # the next job, if any, runs from now
+                if job is None or job.future.done():
                     continue
                 if ok:
-                    future.set_result(value)
+                    job.future.set_result(value)
                 else:
-                    future.set_exception(value if isinstance(value, BaseException)
-                                         else PageWorkError(repr(value)))
+                    job.future.set_exception(value if isinstance(value, BaseException)
+                                             else PageWorkError(repr(value)))
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             error = PageWorkError(f"page worker {worker.process.pid} ended: {exc}")
         except Exception as exc:  # an unreadable answer: this worker is no use now
             error = PageWorkError(f"page worker {worker.process.pid} failed: {exc!r}")
         finally:
             worker.alive = False
-            for future in worker.pending.values():
-                if not future.done():
-                    future.set_exception(error)
+            worker.started.set()
+            self._disarm(worker)
+            for job in worker.pending.values():
+                if not job.future.done():
+                    job.future.set_exception(error)
             worker.pending.clear()
-            if not self._closed:
+            if not self._closed and not worker.killed:
                 log.warning("%s", error)
 
-    async def _pick(self) -> _Worker:
-        if self._starting is None:
-            self._starting = asyncio.Lock()
-        async with self._starting:
-            for i, w in enumerate(self._workers):
+    def _disarm(self, worker: _Worker) -> None:
+        if worker.timer is not None:
+            worker.timer.cancel()
+            worker.timer = None
+
+    def _arm(self, worker: _Worker) -> None:
+        """Start the time limit of the job now at the head of ``worker``'s queue."""
+        self._disarm(worker)
+        if self.job_timeout and worker.alive and worker.ready and worker.pending:
+            rid = next(iter(worker.pending))
+            worker.timer = asyncio.get_running_loop().call_later(
+                self.job_timeout, self._overdue, worker, rid)
+
+    def _overdue(self, worker: _Worker, rid: int) -> None:
+        """The job ``rid`` ran over the limit: fail it, kill its worker (our child, by
+        its PID) and send the jobs queued behind it again."""
+        worker.timer = None
+        if not worker.alive or next(iter(worker.pending), None) != rid:
+            return
+        worker.alive = False
+        worker.killed = True
+        self.timeouts += 1
+        job = worker.pending.pop(rid)
+        pid = worker.process.pid
+        log.warning("page job %s ran over %g s; killing page worker %d", job.name,
+                    self.job_timeout, pid)
+        with contextlib.suppress(ProcessLookupError):
+            worker.process.kill()
+        if not job.future.done():
+            job.future.set_exception(PageJobTimeoutError(
+                f"{job.name} ran over {self.job_timeout:g} s (page worker {pid} killed)"))
+        for queued in worker.pending.values():
+            if not queued.future.done():
+                queued.future.set_exception(_ResendError())
+        worker.pending.clear()
+
+    async def _pick(self, lane: str) -> _Worker:
+        pool = self._pools[lane]
+        async with pool.starting:
+            for i, w in enumerate(pool.workers):
                 if not w.alive:
                     await self._retire(w)
-                    self._workers[i] = await self._spawn()
-            await self.start()
-        return min(self._workers, key=lambda w: len(w.pending))
+                    pool.workers[i] = await self._spawn(lane)
+            while len(pool.workers) < self.processes:
+                pool.workers.append(await self._spawn(lane))
+        return min(pool.workers, key=lambda w: len(w.pending))
 
     async def run(self, job: Callable[Concatenate[WorkContext, P], T],
                   *args: P.args, **kwargs: P.kwargs) -> T:
-        if self._closed:
-            raise PageWorkError("page workers are closed")
-        worker = await self._pick()
-        rid = next(self._ids)
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        worker.pending[rid] = future
-        try:
-            worker.writer.write(_frame((rid, job, args, kwargs)))
-            await worker.writer.drain()
-        except (ConnectionError, RuntimeError) as exc:
-            worker.pending.pop(rid, None)
-            raise PageWorkError(f"page worker {worker.process.pid}: {exc}") from exc
-        return await future
+        return await self._run(self._default, job, *args, **kwargs)
+
+    async def _run(self, lane: str, job: Callable[Concatenate[WorkContext, P], T],
+                   *args: P.args, **kwargs: P.kwargs) -> T:
+        name = getattr(job, "__qualname__", repr(job))
+        for attempt in itertools.count():
+            if self._closed:
+                raise PageWorkError("page workers are closed")
+            worker = await self._pick(lane)
+            rid = next(self._ids)
+            future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+            worker.pending[rid] = _Job(future, name)
+            if len(worker.pending) == 1:
+                self._arm(worker)
+            try:
+                worker.writer.write(_frame((rid, job, args, kwargs)))
+                await worker.writer.drain()
+            except (ConnectionError, RuntimeError) as exc:
+                worker.pending.pop(rid, None)
+                raise PageWorkError(f"page worker {worker.process.pid}: {exc}") from exc
+            try:
+                return await future
+            except _ResendError:
+                if attempt >= RESENDS:
+                    raise PageWorkError(f"{name} was queued behind {RESENDS + 1} jobs "
+                                        "that ran over the time limit") from None
+        raise AssertionError("unreachable")
 
     async def _retire(self, worker: _Worker) -> None:
+        self._disarm(worker)
         worker.writer.close()
         with contextlib.suppress(ConnectionError):
             await worker.writer.wait_closed()
@@ -314,11 +462,36 @@ class ProcessPageWork:
         if self._closed:
             return
         self._closed = True
-        for w in self._workers:
+        workers = self._workers
+        for w in workers:
             if w.pending:
-                await asyncio.gather(*w.pending.values(), return_exceptions=True)
-        await asyncio.gather(*(self._retire(w) for w in self._workers))
-        self._workers.clear()
+                await asyncio.gather(*(job.future for job in w.pending.values()),
+                                     return_exceptions=True)
+        await asyncio.gather(*(self._retire(w) for w in workers))
+        for pool in self._pools.values():
+            pool.workers.clear()
+
+
+class _Lane:
+    """One lane of a :class:`ProcessPageWork`: its jobs go to that lane's workers;
+    starting and closing act on the whole."""
+
+    def __init__(self, work: ProcessPageWork, name: str) -> None:
+        self.work = work
+        self.name = name
+
+    async def start(self) -> None:
+        await self.work.start()
+
+    async def run(self, job: Callable[Concatenate[WorkContext, P], T],
+                  *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.work._run(self.name, job, *args, **kwargs)
+
+    async def close(self) -> None:
+        await self.work.close()
+
+    def lane(self, name: str) -> PageWork:
+        return self.work.lane(name)
 
 
 if __name__ == "__main__":

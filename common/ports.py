@@ -63,12 +63,33 @@ class HostState(msgspec.Struct, kw_only=True):
     capped: bool = False  # the host reached its page cap
 
 
+class ScopeRules(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a crawl's discovered links may lead (see common.scope and frontier.scope):
+    from the settings (``CRAWLER_SCOPE_*``) or the operator (``PUT /v1/scope``)."""
+
+    mode: str = "any"  # any | seed-hosts | seed-domains
+    allow_domains: tuple[str, ...] = ()  # each covers its subdomains
+    deny_domains: tuple[str, ...] = ()  # each covers its subdomains; wins over allow
+    path_prefixes: tuple[str, ...] = ()  # '/docs' covers /docs and /docs/..., every host
+    no_parent: bool = False  # a seed's host stays under its seeds' folders
+
+
+class SeedRoot(msgspec.Struct, frozen=True, kw_only=True):
+    """One seed as the crawl scope knows it: seeds and the targets of their redirects,
+    recorded by the frontier that owns their host, read by every frontier."""
+
+    domain: str  # registered domain of the host (Public Suffix List, private part too)
+    host: str  # host name, without port
+    path: str  # folder of the seed URL ('/docs/guide/' for /docs/guide/index.html)
+
+
 class CrawlControl(msgspec.Struct, kw_only=True):
     """The operator's crawl-wide switches (one row), read by every frontier."""
 
     paused: bool = False
     blocked_paths: list[str] = msgspec.field(default_factory=list)  # regular expressions
     updated_at: float = 0.0
+    scope: ScopeRules | None = None  # the operator's scope; None: the settings' one
 
 
 def encode_control(row: CrawlControl) -> str:
@@ -185,6 +206,15 @@ class StateStore(Protocol):
     async def get_control(self) -> CrawlControl: ...
 
     async def put_control(self, row: CrawlControl) -> None: ...
+
+    # seeds as the crawl scope knows them
+    async def add_seed_roots(self, rows: Sequence[SeedRoot]) -> None:
+        """Record seed roots (idempotent: a root recorded twice is one row)."""
+        ...
+
+    async def seed_roots(self, domain: str) -> list[SeedRoot]:
+        """The seed roots recorded under ``domain`` (a registered domain)."""
+        ...
 
     # robots.txt cache
     async def get_robots(self, origin: str) -> RobotsRecord | None: ...

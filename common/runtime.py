@@ -8,16 +8,19 @@ SIGINT, then stops them in order.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
 import os
 import signal
 import socket
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+from common.adapters.handling import DEPENDENCIES
 from common.adapters.local_blobs import LocalBlobStore
 from common.metrics import Metrics
 from common.ports import BlobStore, Bus, StateStore
@@ -85,7 +88,8 @@ async def run_service(name: str, tasks: Sequence[Awaitable[None]],
     """Run ``tasks`` until SIGTERM/SIGINT or until one of them ends, then ``stop``.
 
     With ``settings.metrics.port`` set, /metrics, /healthz and /readyz are served
-    meanwhile (ready once the service's adapters are open, which callers do first).
+    meanwhile (ready once the service's adapters are open, which callers do first, and
+    not while Kafka or Cassandra is down: see :mod:`common.adapters.handling`).
     """
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -95,7 +99,8 @@ async def run_service(name: str, tasks: Sequence[Awaitable[None]],
 
         metrics = metrics or Metrics.create(roles=(name,))
         health = await serve_health(settings.metrics, metrics.registry,
-                                    ready=lambda: not stopping.is_set())
+                                    ready=lambda: (not stopping.is_set()
+                                                   and DEPENDENCIES.healthy))
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stopping.set)
@@ -133,16 +138,53 @@ def setup_logging(verbose: bool = False) -> None:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
 
+SERVICE_HELP = {
+    "frontier": "One frontier instance: owns the url_state and politeness timers of the "
+                "hosts of the partitions the bus assigns it, and hands due URLs to the "
+                "fetchers.",
+    "fetcher": "One fetcher instance: robots.txt, DNS, the SSRF guard and the HTTP fetch "
+               "of each task; writes WARC records.",
+    "parser": "One parser instance: charset, links, directives and main text of each "
+              "fetched page.",
+    "dedup": "One dedup instance: exact and near-duplicate verdicts, and the outlinks of "
+             "unique pages.",
+    "api": "The control API (needs CRAWLER_API_PORT and CRAWLER_API_TOKEN).",
+}
+
+SERVICE_EPILOG = ("Settings come from CRAWLER_<SECTION>_<KEY> environment variables "
+                  "(`crawler settings` lists them) and are checked before anything starts; "
+                  "an invalid one ends the process with status 2. The service runs until "
+                  "SIGTERM or SIGINT; SIGUSR1 logs its task stacks.")
+
+
+def service_arguments(name: str, argv: Sequence[str], *, prog: str | None = None
+                      ) -> argparse.Namespace | int:
+    """Parse a service's command line (``-v``, ``--help``); an exit status when the
+    process should end at once (0 after ``--help``, 2 after a usage error)."""
+    parser = argparse.ArgumentParser(prog=prog or f"python -m {name}",
+                                     description=SERVICE_HELP.get(name),
+                                     epilog=SERVICE_EPILOG)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log INFO messages")
+    try:
+        return parser.parse_args(list(argv))
+    except SystemExit as exc:  # --help, or a usage error (already printed)
+        return exc.code if isinstance(exc.code, int) else 2
+
+
 def service_main(name: str, run: Callable[[Settings], Coroutine[Any, Any, None]],
                  argv: Sequence[str] = ()) -> int:
-    """Entry point of a service process: settings from the environment, then run."""
+    """Entry point of a service process: its options (``--help`` ends here), settings
+    from the environment, then run."""
     from common.settings import SettingsError
 
-    setup_logging(verbose="-v" in argv or "--verbose" in argv)
+    args = service_arguments(name, argv)
+    if isinstance(args, int):
+        return args
+    setup_logging(verbose=args.verbose)
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
-        print(f"{name}: invalid setting: {exc}", flush=True)
+        print(f"{name}: invalid setting: {exc}", file=sys.stderr, flush=True)
         return 2
     try:
         asyncio.run(run(settings))
@@ -150,7 +192,7 @@ def service_main(name: str, run: Callable[[Settings], Coroutine[Any, Any, None]]
         return 130
     except Exception as exc:  # the process ends with a message, not a traceback
         log.exception("%s failed", name)
-        print(f"{name}: {exc}", flush=True)
+        print(f"{name}: {exc}", file=sys.stderr, flush=True)
         return 1
     return 0
 

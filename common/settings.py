@@ -8,12 +8,19 @@ generated from it (``crawler settings --markdown``).
 Values are parsed by the field's type: ``int``, ``float``, ``bool`` (1/0, true/false,
 yes/no, on/off), ``str`` and ``tuple[str, ...]`` (comma separated). An invalid value
 raises :class:`SettingsError` naming the variable, the value and what was expected.
+:meth:`Settings.validate` (run by ``from_env`` and ``replace``) also checks the
+structured values (networks, DNS servers and answers, host maps, patterns, names that
+end up in Cassandra, Kafka or file names), so every entry point refuses them at start
+rather than failing later.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import math
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -30,11 +37,13 @@ class SettingsError(ValueError):
 
 
 def _f(default: Any, doc: str, *, minimum: float | None = None,
-       choices: tuple[str, ...] | None = None) -> Any:
+       maximum: float | None = None, choices: tuple[str, ...] | None = None) -> Any:
     """A setting: its default, its documentation and its bounds."""
     meta: dict[str, Any] = {"doc": doc}
     if minimum is not None:
         meta["minimum"] = minimum
+    if maximum is not None:
+        meta["maximum"] = maximum
     if choices is not None:
         meta["choices"] = choices
     return field(default=default, metadata=meta)
@@ -51,19 +60,34 @@ class CrawlSettings:
     out_dir: str = _f("crawl-out", "Folder for state, WARC files, text and page records "
                       "in embedded mode.")
     seed_priority: int = _f(0, "Priority level of seed URLs (0 is the highest).", minimum=0)
-    priority_levels: int = _f(3, "Number of priority front queues.", minimum=1)
+    priority_levels: int = _f(3, "Number of priority front queues.", minimum=1, maximum=100)
     recrawl_interval: float = _f(0.0, "Seconds after which a fetched page is due again "
                                  "(0: never refresh).", minimum=0)
     control_interval: float = _f(2.0, "Seconds between a cluster frontier's reads of the "
-                                 "operator's switches (pause, blocked paths).", minimum=0.1)
+                                 "operator's switches (pause, blocked paths, scope).",
+                                 minimum=0.1)
+    stall_seconds: float = _f(120.0, "A frontier whose oldest due host has waited this "
+                              "many seconds without being dispatched while it has fetch "
+                              "capacity (or whose count of requests in flight disagrees "
+                              "with its hosts') logs its state and rebuilds its schedule "
+                              "from the store; a host's dispatch is abandoned and tried "
+                              "again after half of it (0: no watchdog).", minimum=0)
     frontier_concurrency: int = _f(64, "Messages a cluster frontier handles at once (of "
                                    "different hosts; embedded mode handles one at a time).",
-                                   minimum=1)
-    page_processes: int = _f(1, "Embedded mode: worker processes that write WARC records "
-                             "and parse pages beside the main process, so a crawl uses "
-                             "more than one core (0: worker threads of the main "
-                             "process). Services in cluster mode use threads; run more "
-                             "of them to use more cores.", minimum=0)
+                                   minimum=1, maximum=10_000)
+    page_processes: int = _f(1, "Embedded mode: worker processes that write WARC records, "
+                             "and as many again that parse pages, beside the main "
+                             "process, so a crawl uses more than one core and a slow "
+                             "parse never delays WARC writing (0: worker threads of the "
+                             "main process). Services in cluster mode use threads; run "
+                             "more of them to use more cores.", minimum=0, maximum=64)
+    page_job_timeout: float = _f(30.0, "Embedded mode with page processes: a page job "
+                                 "(writing a page's records, parsing it) running longer "
+                                 "than this many seconds is abandoned, its worker process "
+                                 "killed and replaced, and the page recorded as a parse "
+                                 "timeout (0: no limit). Threads cannot be stopped: there "
+                                 "the parser's input bounds limit a page's cost.",
+                                 minimum=0)
 
     @property
     def user_agent(self) -> str:
@@ -100,14 +124,38 @@ class TrapSettings:
     max_query_params: int = _f(16, "URLs with more query parameters are rejected.", minimum=1)
     blocked_hosts: tuple[str, ...] = _f((), "Hosts never fetched (a leading '.' blocks "
                                         "subdomains too).")
-    blocked_patterns: tuple[str, ...] = _f((), "Regular expressions; URLs whose path and "
-                                           "query match one are never fetched.")
+    blocked_patterns: tuple[str, ...] = _f((), "Regular expressions (RE2 syntax: no "
+                                           "backreferences or lookaround; matched in "
+                                           "linear time); URLs whose path and query "
+                                           "match one are never fetched.")
     max_redirect_hops: int = _f(5, "Redirect hops followed from one URL.", minimum=0)
 
 
 @dataclass(frozen=True, slots=True)
+class ScopeSettings:
+    mode: str = _f("any", "Hosts that discovered links may lead to: any (all that robots.txt "
+                   "and the trap rules allow), seed-hosts (the seeds' hosts, and hosts a "
+                   "seed redirects to), seed-domains (hosts under the seeds' registered "
+                   "domains, by the Public Suffix List: a seed on docs.example.co.uk "
+                   "admits www.example.co.uk). Seeds are always crawled.",
+                   choices=("any", "seed-hosts", "seed-domains"))
+    allow_domains: tuple[str, ...] = _f((), "Domains links may lead to besides the mode's "
+                                        "(each covers its subdomains, on any port); with "
+                                        "mode any and a list, only these.")
+    deny_domains: tuple[str, ...] = _f((), "Domains links never lead to (each covers its "
+                                       "subdomains); wins over every allow rule.")
+    path_prefixes: tuple[str, ...] = _f((), "Paths URLs must stay under, on every host "
+                                        "('/docs' covers /docs and /docs/a, not /docsx); "
+                                        "empty: any path.")
+    no_parent: bool = _f(False, "Like wget --no-parent: URLs of a seed's host must stay "
+                         "under the folder of one of its seeds (a seed "
+                         "https://a.org/docs/guide/ keeps a.org to /docs/guide/).")
+
+
+@dataclass(frozen=True, slots=True)
 class FetcherSettings:
-    concurrency: int = _f(64, "Requests in flight across all hosts.", minimum=1)
+    concurrency: int = _f(64, "Requests in flight across all hosts.", minimum=1,
+                          maximum=10_000)
     connect_timeout: float = _f(5.0, "Connect timeout in seconds.", minimum=0.001)
     total_timeout: float = _f(30.0, "Whole-request timeout in seconds.", minimum=0.001)
     max_body_bytes: int = _f(5_000_000, "Body cap in bytes, applied after decompression.",
@@ -150,8 +198,9 @@ class StoreSettings:
                       choices=("sqlite", "cassandra"))
     sqlite_path: str = _f("", "SQLite file; empty: <out_dir>/state.sqlite.")
     cassandra_hosts: tuple[str, ...] = _f(("127.0.0.1",), "Cassandra contact points.")
-    cassandra_port: int = _f(9042, "Cassandra native port.", minimum=1)
-    keyspace: str = _f("crawl", "Cassandra keyspace (one per crawl).")
+    cassandra_port: int = _f(9042, "Cassandra native port.", minimum=1, maximum=65535)
+    keyspace: str = _f("crawl", "Cassandra keyspace (one per crawl): a lower-case letter, "
+                       "then lower-case letters, digits or _ (at most 48).")
     replication_factor: int = _f(1, "Replication factor when the keyspace is created.",
                                  minimum=1)
     read_consistency: str = _f("LOCAL_ONE", "Consistency level of reads.")
@@ -162,12 +211,14 @@ class StoreSettings:
 class BusSettings:
     backend: str = _f("memory", "Message bus: memory or kafka.", choices=("memory", "kafka"))
     kafka_bootstrap: str = _f("127.0.0.1:9092", "Kafka bootstrap servers.")
-    partitions: int = _f(12, "Partitions of host-keyed topics.", minimum=1)
+    partitions: int = _f(12, "Partitions of host-keyed topics.", minimum=1, maximum=1000)
     replication_factor: int = _f(1, "Replication factor when topics are created.", minimum=1)
-    group_prefix: str = _f("crawler", "Prefix of consumer group names.")
+    group_prefix: str = _f("crawler", "Prefix of consumer group names (letters, digits, "
+                           "'.', '_', '-').")
     max_delivery_attempts: int = _f(5, "A message whose handler fails this many times goes "
                                     "to the dead-letter topic.", minimum=1)
-    topic_prefix: str = _f("crawl", "Prefix of topic names.")
+    topic_prefix: str = _f("crawl", "Prefix of topic names (letters, digits, '.', '_', "
+                           "'-').")
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,13 +231,15 @@ class BlobSettings:
 
 @dataclass(frozen=True, slots=True)
 class MetricsSettings:
-    port: int = _f(0, "Port of the /metrics endpoint (0: not served).", minimum=0)
+    port: int = _f(0, "Port of the /metrics endpoint (0: not served).", minimum=0,
+                   maximum=65535)
     host: str = _f("127.0.0.1", "Address the metrics endpoint listens on.")
 
 
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
-    port: int = _f(0, "Port of the control API (0: not served).", minimum=0)
+    port: int = _f(0, "Port of the control API (0: not served).", minimum=0,
+                   maximum=65535)
     host: str = _f("127.0.0.1", "Address the control API listens on.")
     token: str = _f("", "Bearer token the control API requires.")
 
@@ -196,6 +249,7 @@ class Settings:
     crawl: CrawlSettings = field(default_factory=CrawlSettings)
     politeness: PolitenessSettings = field(default_factory=PolitenessSettings)
     traps: TrapSettings = field(default_factory=TrapSettings)
+    scope: ScopeSettings = field(default_factory=ScopeSettings)
     fetcher: FetcherSettings = field(default_factory=FetcherSettings)
     urls: UrlSettings = field(default_factory=UrlSettings)
     dedup: DedupSettings = field(default_factory=DedupSettings)
@@ -250,12 +304,13 @@ class Settings:
         if self.fetcher.connect_timeout > self.fetcher.total_timeout:
             raise SettingsError(
                 "CRAWLER_FETCHER_CONNECT_TIMEOUT: must not exceed CRAWLER_FETCHER_TOTAL_TIMEOUT")
+        if self.crawl.seed_priority >= self.crawl.priority_levels:
+            raise SettingsError("CRAWLER_CRAWL_SEED_PRIORITY: must be below "
+                                "CRAWLER_CRAWL_PRIORITY_LEVELS")
         if self.fetcher.dns_min_ttl > self.fetcher.dns_max_ttl:
             raise SettingsError("CRAWLER_FETCHER_DNS_MIN_TTL: must not exceed "
                                 "CRAWLER_FETCHER_DNS_MAX_TTL")
-        parse_host_map(self.politeness.host_delay_overrides,
-                       "CRAWLER_POLITENESS_HOST_DELAY_OVERRIDES", float)
-        parse_host_map(self.traps.host_page_overrides, "CRAWLER_TRAPS_HOST_PAGE_OVERRIDES", int)
+        _validate_structured(self)
 
     def to_env(self) -> dict[str, str]:
         """The settings as environment variables (what a Helm ConfigMap would carry)."""
@@ -333,9 +388,18 @@ def _parse(name: str, raw: str, t: Any) -> Any:
 
 
 def _check(name: str, value: Any, f: dataclasses.Field[Any]) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SettingsError(f"{name}: expected a finite number, got {value!r}")
     minimum = f.metadata.get("minimum")
     if minimum is not None and isinstance(value, int | float) and value < minimum:
         raise SettingsError(f"{name}: must be at least {minimum:g}, got {value!r}")
+    maximum = f.metadata.get("maximum", MAX_INT if isinstance(value, int) else None)
+    if maximum is not None and isinstance(value, int | float) and value > maximum:
+        raise SettingsError(f"{name}: must be at most {maximum:g}, got {value!r}")
+    for text in value if isinstance(value, tuple) else (value,):
+        if isinstance(text, str) and _CONTROL.search(text):
+            raise SettingsError(f"{name}: must not contain control characters, "
+                                f"got {value!r}")
     choices = f.metadata.get("choices")
     if choices is not None and value not in choices:
         raise SettingsError(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
@@ -349,6 +413,149 @@ def _format(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+MAX_INT = 2**53
+"""Largest whole number any setting takes (stores keep 64-bit integers)."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_KEYSPACE = re.compile(r"[a-z][a-z0-9_]{0,47}")
+_KAFKA_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_KAFKA_TOPIC_MAX = 249
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # common.adapters.local_blobs
+_PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")  # RFC 9309 2.2.1 (common.robots)
+_HTTP_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 5.6.2
+_HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_.])?")
+_MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+CONSISTENCY_LEVELS = ("ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM",
+                      "EACH_QUORUM", "SERIAL", "LOCAL_SERIAL", "LOCAL_ONE")
+"""Cassandra's consistency level names (cassandra.ConsistencyLevel)."""
+LONGEST_TOPIC = "discovered"
+"""The longest topic name after the prefix (common.messages.Topic), for the length cap."""
+
+
+def _host_or_address(text: str) -> bool:
+    """A host name or an IP address (IPv6 with or without brackets)."""
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        ipaddress.ip_address(bare)
+        return True
+    except ValueError:
+        return _HOST_NAME.fullmatch(text) is not None
+
+
+def _validate_structured(s: Settings) -> None:
+    """The checks of values with an inner structure; each error names its variable."""
+    from common.addresses import parse_nameserver, parse_network, parse_override
+
+    def each(section: str, key: str, items: tuple[str, ...],
+             check: Any) -> None:
+        for item in items:
+            try:
+                check(item)
+            except ValueError as exc:
+                raise SettingsError(f"{env_name(section, key)}: {exc}") from None
+
+    c = s.crawl
+    if not _PRODUCT_TOKEN.fullmatch(c.user_agent_product):
+        raise SettingsError(f"CRAWLER_CRAWL_USER_AGENT_PRODUCT: expected letters, '_' and '-' "
+                            f"only (a robots.txt product token), got {c.user_agent_product!r}")
+    if not _HTTP_TOKEN.fullmatch(c.user_agent_version):
+        raise SettingsError(f"CRAWLER_CRAWL_USER_AGENT_VERSION: expected a version without "
+                            f"spaces or separators, got {c.user_agent_version!r}")
+    if not re.fullmatch(r"[^\s()]+", c.contact_url):
+        raise SettingsError(f"CRAWLER_CRAWL_CONTACT_URL: expected a URL without spaces or "
+                            f"parentheses, got {c.contact_url!r}")
+    if not c.out_dir:
+        raise SettingsError("CRAWLER_CRAWL_OUT_DIR: must not be empty")
+
+    f = s.fetcher
+    each("fetcher", "allow_networks", f.allow_networks, parse_network)
+    each("fetcher", "resolve", f.resolve, parse_override)
+    each("fetcher", "dns_servers", f.dns_servers, parse_nameserver)
+
+    def media_type(text: str) -> None:
+        if not _MEDIA_TYPE.fullmatch(text):
+            raise ValueError(f"expected type/subtype such as text/html, got {text!r}")
+
+    each("fetcher", "allowed_content_types", f.allowed_content_types, media_type)
+
+    for value in parse_host_map(s.politeness.host_delay_overrides,
+                                "CRAWLER_POLITENESS_HOST_DELAY_OVERRIDES", float).values():
+        if not math.isfinite(value) or value < 0:
+            raise SettingsError("CRAWLER_POLITENESS_HOST_DELAY_OVERRIDES: expected "
+                                f"host=seconds with seconds >= 0, got {value!r}")
+    for cap in parse_host_map(s.traps.host_page_overrides,
+                              "CRAWLER_TRAPS_HOST_PAGE_OVERRIDES", int).values():
+        if cap < 1:
+            raise SettingsError("CRAWLER_TRAPS_HOST_PAGE_OVERRIDES: expected host=N with "
+                                f"N >= 1, got {cap!r}")
+
+    from common.patterns import compile_operator_pattern  # RE2: linear-time matching
+
+    each("traps", "blocked_patterns", s.traps.blocked_patterns, compile_operator_pattern)
+    from common.scope import rules_from_settings  # imports this module; names the variable
+
+    rules_from_settings(s.scope)
+
+    def host(text: str) -> None:
+        bare = text.removeprefix(".")
+        name, sep, port = bare.rpartition(":")
+        if not (_host_or_address(bare) or (sep and port.isdigit()
+                                           and _host_or_address(name))):
+            raise ValueError(f"not a host name (or host:port): {text!r}")
+
+    each("traps", "blocked_hosts", s.traps.blocked_hosts, host)
+    from common.urls import TrackingRules  # imports this module; names the variable
+
+    TrackingRules.from_settings(s.urls)
+
+    st = s.store
+    if not _KEYSPACE.fullmatch(st.keyspace):
+        hint = (f"; use {st.keyspace.lower()!r} (Cassandra folds unquoted names to lower "
+                "case)" if _KEYSPACE.fullmatch(st.keyspace.lower()) else "")
+        raise SettingsError(f"CRAWLER_STORE_KEYSPACE: {st.keyspace!r} is not a valid keyspace "
+                            f"name: a lower-case letter, then lower-case letters, digits or "
+                            f"_ (at most 48){hint}")
+    for key in ("read_consistency", "write_consistency"):
+        level = getattr(st, key)
+        if level.strip().upper() not in CONSISTENCY_LEVELS:
+            raise SettingsError(f"{env_name('store', key)}: unknown consistency level "
+                                f"{level!r} (one of {', '.join(CONSISTENCY_LEVELS)})")
+    if not st.cassandra_hosts:
+        raise SettingsError("CRAWLER_STORE_CASSANDRA_HOSTS: must name at least one host")
+
+    def contact_point(text: str) -> None:
+        if not _host_or_address(text):
+            raise ValueError(f"not a host name or address: {text!r}")
+
+    each("store", "cassandra_hosts", st.cassandra_hosts, contact_point)
+
+    b = s.bus
+    for key in ("topic_prefix", "group_prefix"):
+        value = getattr(b, key)
+        if not _KAFKA_NAME.fullmatch(value):
+            raise SettingsError(f"{env_name('bus', key)}: {value!r} is not a valid Kafka name "
+                                "prefix: use letters, digits, '.', '_' and '-'")
+    if len(b.topic_prefix) + 1 + len(LONGEST_TOPIC) > _KAFKA_TOPIC_MAX:
+        raise SettingsError(f"CRAWLER_BUS_TOPIC_PREFIX: too long (topic names have at most "
+                            f"{_KAFKA_TOPIC_MAX} characters)")
+    for server in b.kafka_bootstrap.split(","):
+        address = re.sub(r"^[A-Za-z_]+://", "", server.strip())
+        name, sep, port = address.rpartition(":")
+        if not (sep and port.isdigit() and 0 < int(port) < 65536 and _host_or_address(name)):
+            raise SettingsError(f"CRAWLER_BUS_KAFKA_BOOTSTRAP: expected host:port[,host:port"
+                                f"...], got {b.kafka_bootstrap!r}")
+
+    if not _FILE_NAME.fullmatch(s.blob.prefix):
+        raise SettingsError(f"CRAWLER_BLOB_PREFIX: {s.blob.prefix!r} is not usable in file "
+                            "names: use 1-64 letters, digits, '_', '.', '-' (not first)")
+    for section, key in (("metrics", "host"), ("api", "host")):
+        value = getattr(getattr(s, section), key)
+        if not _host_or_address(value):
+            raise SettingsError(f"{env_name(section, key)}: expected an address to listen on, "
+                                f"got {value!r}")
+    if any(ch.isspace() for ch in s.api.token):
+        raise SettingsError("CRAWLER_API_TOKEN: must not contain white space")
 
 
 def parse_host_map(items: tuple[str, ...], name: str, conv: type[T]) -> dict[str, T]:

@@ -537,12 +537,14 @@ _SUFFIXES: Final = _new_suffix_extractor()
 
 
 @functools.lru_cache(maxsize=65536)
-def registered_domain(host: str) -> str:
+def registered_domain(host: str, *, private: bool = False) -> str:
     """The registered domain of a host: the public suffix plus one label.
 
     ``www.bbc.co.uk`` gives ``bbc.co.uk``. ``host`` may be a host key: a port is
     ignored. Upper case, trailing dots and non-ASCII names are normalised first. Uses
-    the ICANN section of the Public Suffix List bundled with ``tldextract``, offline.
+    the ICANN section of the Public Suffix List bundled with ``tldextract``, offline;
+    with ``private``, its private section too, where a company hands out names to
+    others (``alice.github.io`` is then its own domain, not part of ``github.io``).
 
     Hosts without a public suffix get a sensible stand-in:
 
@@ -557,7 +559,7 @@ def registered_domain(host: str) -> str:
         raise UrlError(f"not a host: {_shorten(host)}")
     if name.startswith("[") or _is_ip(name):
         return name
-    result = _SUFFIXES.extract_str(name)
+    result = _SUFFIXES.extract_str(name, include_psl_private_domains=private)
     if result.suffix and result.domain:
         return f"{result.domain}.{result.suffix}"
     if result.suffix:

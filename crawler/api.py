@@ -14,6 +14,11 @@ Routes (all under ``/v1``; the OpenAPI document is :mod:`crawler.openapi`)::
     POST /v1/blocked-paths     {"pattern": "regex"}: URLs whose path and query match it
                                are not fetched (queued ones are rejected as blocked)
     DELETE /v1/blocked-paths?pattern=regex
+    GET  /v1/scope             the crawl scope in force (the settings', or the operator's)
+    PUT  /v1/scope             {"mode": "seed-hosts", "allowDomains": [...],
+                               "denyDomains": [...], "pathPrefixes": [...],
+                               "noParent": true}: fields left out keep their value
+    DELETE /v1/scope           back to the settings' scope (CRAWLER_SCOPE_*)
 
 Every other route needs ``Authorization: Bearer <CRAWLER_API_TOKEN>``; the API does
 not start without a token. Bad input gets a 4xx with ``{"error": "..."}``; an
@@ -27,9 +32,10 @@ change travels as a :class:`~common.messages.HostControl` on topic control, keye
 the host, so the one frontier that owns the host applies it to its live row (answer
 202 with the row as it will be); pause, resume and blocked path patterns are the
 store's control row, which every frontier reads every ``CRAWLER_CRAWL_CONTROL_INTERVAL``
-seconds. A paused crawl dispatches nothing new; requests in flight finish. Blocking a
-pattern rejects matching URLs as they are discovered or reach the head of their
-queue; unblocking does not bring back URLs rejected meanwhile.
+seconds; so is the operator's crawl scope. A paused crawl dispatches nothing new;
+requests in flight finish. Blocking a pattern (or narrowing the scope) rejects matching
+URLs as they are discovered or reach the head of their queue; unblocking (widening) does
+not bring back URLs rejected meanwhile.
 """
 
 from __future__ import annotations
@@ -37,25 +43,29 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from aiohttp import web
 
 from common import urls
+from common.httplog import server_logger
 from common.messages import HostControl, Topic
 from common.metrics import Metrics
-from common.ports import Bus, CrawlControl, HostState, StateStore
+from common.patterns import PatternError, compile_operator_pattern
+from common.ports import Bus, CrawlControl, HostState, ScopeRules, StateStore
+from common.scope import checked_rules, rules_from_settings
 from common.settings import ApiSettings, Settings, SettingsError
 from crawler.openapi import (
     MAX_DELAY_SECONDS,
     MAX_PAGES_LIMIT,
     MAX_PATTERN_CHARS,
     MAX_PATTERNS,
+    MAX_SCOPE_ENTRIES,
+    MAX_SCOPE_ENTRY_CHARS,
     MAX_SEED_URLS,
     MAX_URL_CHARS,
     OPENAPI,
@@ -177,13 +187,14 @@ class PathPattern(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 def check_pattern(pattern: str) -> str:
-    """A blocked-path pattern must be a regular expression Python compiles."""
+    """A blocked-path pattern must be a regular expression RE2 runs (linear-time
+    matching: see common.patterns); anything else is a 422 that says why."""
     if not pattern or len(pattern) > MAX_PATTERN_CHARS:
         raise ApiError(422, f"invalid pattern: 1 to {MAX_PATTERN_CHARS} characters")
     try:
-        re.compile(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        raise ApiError(422, f"invalid pattern: not a regular expression: {exc}") from None
+        compile_operator_pattern(pattern)
+    except PatternError as exc:
+        raise ApiError(422, f"invalid pattern: {exc}") from None
     return pattern
 
 
@@ -204,6 +215,45 @@ def without_pattern(control: CrawlControl, pattern: str, now: float) -> CrawlCon
     return msgspec.structs.replace(
         control, blocked_paths=[p for p in control.blocked_paths if p != pattern],
         updated_at=now)
+
+
+_ScopeEntries = Annotated[list[Annotated[str, msgspec.Meta(max_length=MAX_SCOPE_ENTRY_CHARS)]],
+                          msgspec.Meta(max_length=MAX_SCOPE_ENTRIES)]
+
+
+class ScopeUpdate(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, rename="camel"):
+    mode: Literal["any", "seed-hosts", "seed-domains"] | msgspec.UnsetType = msgspec.UNSET
+    allow_domains: _ScopeEntries | msgspec.UnsetType = msgspec.UNSET
+    deny_domains: _ScopeEntries | msgspec.UnsetType = msgspec.UNSET
+    path_prefixes: _ScopeEntries | msgspec.UnsetType = msgspec.UNSET
+    no_parent: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+_CAMEL = {"mode": "mode", "allow_domains": "allowDomains", "deny_domains": "denyDomains",
+          "path_prefixes": "pathPrefixes", "no_parent": "noParent"}
+
+
+def parse_scope_update(body: bytes, current: ScopeRules) -> ScopeRules:
+    """Pure: the scope after a ``PUT /v1/scope`` body (fields left out keep their value
+    in ``current``); every entry checked and normalised, or a 4xx."""
+    update = decode_body(body, ScopeUpdate)
+    given = {name: getattr(update, name) for name in _CAMEL
+             if getattr(update, name) is not msgspec.UNSET}
+    if not given:
+        raise ApiError(422, "invalid body: give at least one of " + ", ".join(_CAMEL.values()))
+    merged = {name: getattr(current, name) for name in _CAMEL} | given
+    try:
+        return checked_rules(**merged)
+    except ValueError as exc:
+        field, _, why = str(exc).partition(": ")
+        raise ApiError(422, f"invalid body: {_CAMEL.get(field, field)}: {why}") from None
+
+
+def scope_json(rules: ScopeRules, source: str) -> dict[str, Any]:
+    return {"mode": rules.mode, "allowDomains": list(rules.allow_domains),
+            "denyDomains": list(rules.deny_domains),
+            "pathPrefixes": list(rules.path_prefixes), "noParent": rules.no_parent,
+            "source": source}
 
 
 def host_json(state: HostState) -> dict[str, Any]:
@@ -239,6 +289,7 @@ class ControlApi:
         self.frontier = frontier
         self._stats = stats
         self.tracking = urls.TrackingRules.from_settings(settings.urls)
+        self.settings_scope = rules_from_settings(settings.scope)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -288,6 +339,9 @@ class ControlApi:
             web.get("/v1/blocked-paths", self.get_blocked_paths),
             web.post("/v1/blocked-paths", self.add_blocked_path),
             web.delete("/v1/blocked-paths", self.remove_blocked_path),
+            web.get("/v1/scope", self.get_scope),
+            web.put("/v1/scope", self.put_scope),
+            web.delete("/v1/scope", self.reset_scope),
         ])
         return app
 
@@ -304,7 +358,7 @@ class ControlApi:
         prio = self.settings.crawl.seed_priority if req.priority is None else req.priority
         batch = seed_batch(req.urls, prio, self.tracking)
         if batch.invalid:
-            shown = ", ".join(repr(u[:200]) for u in batch.invalid[:5])
+            shown = ", ".join(f"{u[:200]!r} ({why})" for u, why in batch.rejected[:5])
             raise ApiError(422, f"{len(batch.invalid)} of {len(req.urls)} URLs are not "
                                 f"crawlable http(s) URLs (none taken): {shown}")
         sent = await publish_batch(self.bus, batch)
@@ -375,6 +429,27 @@ class ControlApi:
         log.info("control API: path pattern %r unblocked", pattern)
         return _json({"patterns": control.blocked_paths})
 
+    async def get_scope(self, request: web.Request) -> web.Response:
+        scope = (await self.store.get_control()).scope
+        return _json(scope_json(self.settings_scope, "settings") if scope is None
+                     else scope_json(scope, "operator"))
+
+    async def put_scope(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        control = await self.store.get_control()
+        rules = parse_scope_update(body, control.scope or self.settings_scope)
+        await self._put_control(msgspec.structs.replace(control, scope=rules,
+                                                        updated_at=time.time()))
+        log.info("control API: crawl scope set to %s", rules)
+        return _json(scope_json(rules, "operator"))
+
+    async def reset_scope(self, request: web.Request) -> web.Response:
+        control = await self.store.get_control()
+        await self._put_control(msgspec.structs.replace(control, scope=None,
+                                                        updated_at=time.time()))
+        log.info("control API: crawl scope back to the settings' %s", self.settings_scope)
+        return _json(scope_json(self.settings_scope, "settings"))
+
     async def _put_control(self, control: CrawlControl) -> None:
         """Store the switches (every frontier reads them); embedded mode applies them to
         its frontier at once."""
@@ -386,7 +461,9 @@ class ControlApi:
 
     async def start(self, host: str | None = None, port: int | None = None) -> None:
         """Listen on ``host:port`` (default: the ``api`` settings; port 0: any free)."""
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        # a malformed request is one rate-limited line, not a traceback (common.httplog)
+        self._runner = web.AppRunner(self.app(), access_log=None,
+                                     logger=server_logger(__name__ + ".http"))
         await self._runner.setup()
         bind = self.settings.api.host if host is None else host
         site = web.TCPSite(self._runner, bind, self.settings.api.port if port is None

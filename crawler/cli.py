@@ -12,6 +12,11 @@
 Settings come from the environment (``CRAWLER_<SECTION>_<KEY>``); flags override them.
 With ``--api http://host:port`` a command talks to the control API instead, with the
 bearer token of ``--token`` (default: ``CRAWLER_API_TOKEN``).
+
+Exit status: 0 done; 1 the command ran and failed (an API error, or a crawl none of
+whose seeds could be fetched because the SSRF guard refused them); 2 it could not start
+(an invalid setting or option, no usable seed, an output folder that cannot be one),
+with nothing created; 130 stopped by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from common.runtime import SERVICE_EPILOG, SERVICE_HELP, blob_root, state_path
 from common.settings import Settings, SettingsError, describe
 from crawler import embedded
 from frontier.stats import CrawlStats
@@ -48,6 +55,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="fixed DNS answer host:port:address")
     c.add_argument("--dns", action="append", default=[], help="DNS server ip[:port]")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
+    c.add_argument("--scope", choices=("any", "seed-hosts", "seed-domains"), default=None,
+                   help="hosts links may lead to: any (default), the seeds' hosts, or "
+                        "hosts under the seeds' registered domains")
+    c.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
+                   help="also follow links to DOMAIN and its subdomains (with --scope "
+                        "any: only to the allowed domains)")
+    c.add_argument("--deny-domain", action="append", default=[], metavar="DOMAIN",
+                   help="never follow links to DOMAIN and its subdomains")
+    c.add_argument("--path-prefix", action="append", default=[], metavar="PATH",
+                   help="follow only URLs under PATH ('/docs': /docs and /docs/..., not "
+                        "/docsx), on every host")
+    c.add_argument("--no-parent", action="store_true", default=None,
+                   help="on a seed's host, stay under the folder of one of its seeds "
+                        "(like wget --no-parent)")
 
     d = sub.add_parser("demo", help="start the simulated web and crawl its seed scenario")
     d.add_argument("--out", default=None, help="output folder (default: a new temp folder)")
@@ -88,11 +109,15 @@ def _parser() -> argparse.ArgumentParser:
     _api_options(bp, required=True)
 
     for role in ROLES:
-        r = sub.add_parser(role, help=f"run one {role} service (settings from CRAWLER_*)")
+        r = sub.add_parser(role, help=f"run one {role} service (settings from CRAWLER_*)",
+                           description=SERVICE_HELP.get(role), epilog=SERVICE_EPILOG)
         r.set_defaults(role=role)
 
     st = sub.add_parser("settings", help="list every setting with its default")
     st.add_argument("--markdown", action="store_true")
+    for command in sub.choices.values():  # -v after the command too
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help="log more")
     return p
 
 
@@ -106,8 +131,37 @@ def _api_options(p: argparse.ArgumentParser, *, required: bool = False) -> None:
                    help="bearer token (default: CRAWLER_API_TOKEN)")
 
 
+OPTION_VARIABLES = {
+    "out": ("--out", "CRAWLER_CRAWL_OUT_DIR"),
+    "max_pages": ("--max-pages", "CRAWLER_CRAWL_MAX_PAGES"),
+    "delay": ("--delay", "CRAWLER_POLITENESS_DEFAULT_DELAY"),
+    "max_pages_per_host": ("--max-pages-per-host", "CRAWLER_TRAPS_MAX_PAGES_PER_HOST"),
+    "max_depth": ("--max-depth", "CRAWLER_TRAPS_MAX_DEPTH"),
+    "allow_network": ("--allow-network", "CRAWLER_FETCHER_ALLOW_NETWORKS"),
+    "resolve": ("--resolve", "CRAWLER_FETCHER_RESOLVE"),
+    "dns": ("--dns", "CRAWLER_FETCHER_DNS_SERVERS"),
+    "scope": ("--scope", "CRAWLER_SCOPE_MODE"),
+    "allow_domain": ("--allow-domain", "CRAWLER_SCOPE_ALLOW_DOMAINS"),
+    "deny_domain": ("--deny-domain", "CRAWLER_SCOPE_DENY_DOMAINS"),
+    "path_prefix": ("--path-prefix", "CRAWLER_SCOPE_PATH_PREFIXES"),
+}
+"""Options that set a setting: argparse dest -> (option, variable), so that an invalid
+value is reported under the option the user typed."""
+
+
 def _settings_for(args: argparse.Namespace) -> Settings:
     s = Settings.from_env()
+    try:
+        return _with_options(s, args)
+    except SettingsError as exc:
+        text = str(exc)
+        for dest, (option, variable) in OPTION_VARIABLES.items():
+            if getattr(args, dest, None) not in (None, [], "") and text.startswith(variable):
+                raise SettingsError(f"{option}: {text}") from None
+        raise
+
+
+def _with_options(s: Settings, args: argparse.Namespace) -> Settings:
     crawl: dict[str, object] = {}
     pol: dict[str, object] = {}
     traps: dict[str, object] = {}
@@ -128,11 +182,27 @@ def _settings_for(args: argparse.Namespace) -> Settings:
         fetch["resolve"] = s.fetcher.resolve + tuple(args.resolve)
     if getattr(args, "dns", None):
         fetch["dns_servers"] = tuple(args.dns)
-    return s.replace(crawl=crawl, politeness=pol, traps=traps, fetcher=fetch)
+    scope: dict[str, object] = {}
+    if getattr(args, "scope", None):
+        scope["mode"] = args.scope
+    for option, key in (("allow_domain", "allow_domains"), ("deny_domain", "deny_domains"),
+                        ("path_prefix", "path_prefixes")):
+        if getattr(args, option, None):
+            scope[key] = getattr(s.scope, key) + tuple(getattr(args, option))
+    if getattr(args, "no_parent", None):
+        scope["no_parent"] = True
+    return s.replace(crawl=crawl, politeness=pol, traps=traps, fetcher=fetch, scope=scope)
+
+
+LABEL_WIDTH = 19
+"""Width of the label column of the figures (wider when a label needs it)."""
 
 
 def format_stats(stats: CrawlStats) -> str:
-    rows = [
+    """The figures as a table. Every figure but the last block comes from the store's
+    rows (the same whenever it is read); the "this run" block is known only to the
+    process that ran the frontier, so ``crawler stats`` has none."""
+    rows: list[tuple[str, int | None]] = [
         ("fetched", stats.fetched),
         ("pages kept", stats.kept),
         ("exact duplicates", stats.exact_duplicates),
@@ -141,22 +211,35 @@ def format_stats(stats: CrawlStats) -> str:
         ("redirects", stats.redirects),
         ("robots blocked", stats.robots_blocked),
         ("operator blocked", stats.blocked),
-        ("seen-filter skipped", stats.seen_filter_skipped),
+        ("out of scope", stats.out_of_scope),
         ("hosts capped", stats.hosts_capped),
         ("host-cap cut URLs", stats.host_capped_urls),
         ("trap-cut URLs", stats.trap_cut),
         ("dead URLs", stats.dead),
         ("queued", stats.queued),
+        ("in flight", stats.in_flight),
+        ("awaiting parse", stats.awaiting_parse),
         ("known URLs", stats.known_urls),
         ("hosts", stats.hosts),
     ]
     rows += [(f"errors: {k}", v) for k, v in sorted(stats.errors.items())]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v:>8}" for k, v in rows)
+    width = max(LABEL_WIDTH, *(len(k) for k, _ in rows)) + 2 + 8
+    if stats.seen_filter_skipped is not None or stats.invalid_links is not None:
+        rows.append(("this run:", None))
+        if stats.seen_filter_skipped is not None:
+            rows.append(("  seen-filter skipped", stats.seen_filter_skipped))
+        if stats.invalid_links is not None:
+            rows.append(("  invalid links", stats.invalid_links))
+    # values right-aligned on one column, however long a label
+    return "\n".join(k if v is None else f"{k}{v:>{max(width - len(k), len(str(v)) + 2)}}"
+                     for k, v in rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0), or a usage error argparse has printed (2)
+        return exc.code if isinstance(exc.code, int) else 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
@@ -168,16 +251,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             check_service_settings(settings)
     except SettingsError as exc:
-        print(f"crawler: invalid setting: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"invalid setting: {exc}", 2)
     if args.command in ROLES:
         return _run_role(args.command, settings)
     if getattr(args, "api", None):
         return _cmd_api(args, settings)
     if args.command == "seed":
-        n = asyncio.run(_seed(settings, args.urls, args.priority))
-        print(f"{n} seed URLs sent")
-        return 0 if n else 1
+        return _cmd_seed(settings, args.urls, args.priority)
     if args.command == "stats":
         try:
             stats = asyncio.run(embedded.read_stats(settings))
@@ -189,20 +269,103 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = not args.no_progress
     try:
         if args.command == "crawl":
-            stats = asyncio.run(embedded.crawl(settings, args.urls, progress=progress))
-        elif args.command == "demo":
-            stats = asyncio.run(embedded.demo(settings, progress=progress,
-                                              out=args.out))
+            return _cmd_crawl(settings, args.urls, progress=progress)
+        if args.command == "demo":
+            problem = _out_problem(settings) if args.out else None
+            if problem:
+                return _fail(problem, 2)
+            stats = asyncio.run(embedded.demo(settings, progress=progress, out=args.out))
         else:  # pragma: no cover - argparse rejects other commands
             return 2
     except KeyboardInterrupt:
         print("\ncrawler: stopped; run the same command again to resume", file=sys.stderr)
         return 130
     except SettingsError as exc:
-        print(f"crawler: invalid setting: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"invalid setting: {exc}", 2)
+    except OSError as exc:  # the output folder or the disk failed us mid-way
+        return _fail(str(exc), 1)
     print(format_stats(stats))
     return 0
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"crawler: {message}", file=sys.stderr)
+    return code
+
+
+def _out_problem(settings: Settings) -> str | None:
+    """Why the output folders cannot be created or written, or None. Touches nothing."""
+    folders = [("output folder (--out)", Path(settings.crawl.out_dir))]
+    if settings.blob.root:
+        folders.append(("WARC folder (CRAWLER_BLOB_ROOT)", blob_root(settings)))
+    if settings.store.sqlite_path:
+        folders.append(("folder of CRAWLER_STORE_SQLITE_PATH", state_path(settings).parent))
+    for what, path in folders:
+        existing = path
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"{what} {path}: {existing} exists and is not a folder"
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return f"{what} {path}: {existing} is not writable"
+    return None
+
+
+def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool) -> int:
+    """``crawler crawl``: check everything that can be checked without creating or
+    sending anything, then crawl."""
+    from common import urls
+    from frontier.seeds import seed_batch
+
+    problem = _out_problem(settings)
+    if problem:
+        return _fail(problem, 2)
+    tracking = urls.TrackingRules.from_settings(settings.urls)
+    batch = seed_batch(seeds, 0, tracking)
+    for raw, why in batch.rejected:
+        print(f"crawler: seed {raw!r} rejected: {why}", file=sys.stderr)
+    refused = asyncio.run(embedded.refused_before_start(settings, batch.valid))
+    for url, advice in refused.items():
+        print(f"crawler: seed {url} refused: {advice}", file=sys.stderr)
+    usable = []
+    for raw in seeds:
+        with contextlib.suppress(urls.UrlError):
+            if urls.canonicalize(raw, tracking=tracking) not in refused:
+                usable.append(raw)
+    if seeds and not usable:
+        return _fail(("the seed URL cannot" if len(seeds) == 1 else
+                      f"none of the {len(seeds)} seed URLs can") + " be crawled; nothing done",
+                     2)
+    if not seeds and not state_path(settings).exists():
+        return _fail(f"no seed URLs, and no crawl to resume in {settings.crawl.out_dir} "
+                     f"(no {state_path(settings)})", 2)
+    run = asyncio.run(embedded.run_crawl(settings, usable, progress=progress))
+    print(format_stats(run.stats))
+    if run.no_seed_crawled:
+        return _fail(("the seed URL" if len(run.seeds) == 1 else
+                      f"none of the {len(run.seeds)} seed URLs") + " could be crawled: the "
+                     "SSRF guard refused " + ("it" if len(run.seeds) == 1 else "them")
+                     + " (see above)", 1)
+    return 0
+
+
+def _cmd_seed(settings: Settings, seeds: Sequence[str], priority: int | None) -> int:
+    """``crawler seed`` without --api: publish seeds on the cluster's bus."""
+    from common.urls import TrackingRules
+    from frontier.seeds import seed_batch
+
+    levels = settings.crawl.priority_levels
+    if priority is not None and not 0 <= priority < levels:
+        return _fail(f"--priority: expected 0 to {levels - 1} "
+                     "(CRAWLER_CRAWL_PRIORITY_LEVELS)", 2)
+    batch = seed_batch(seeds, 0, TrackingRules.from_settings(settings.urls))
+    for raw, why in batch.rejected:
+        print(f"crawler: seed {raw!r} rejected: {why}", file=sys.stderr)
+    if not batch.count:
+        return _fail("no usable seed URL; nothing sent", 2)
+    n = asyncio.run(_seed(settings, [u for u in seeds if u not in batch.invalid], priority))
+    print(f"{n} seed URLs sent")
+    return 0 if n else 1
 
 
 def _run_role(role: str, settings: Settings) -> int:
@@ -239,6 +402,9 @@ def _cmd_api(args: argparse.Namespace, settings: Settings) -> int:
     if not token:
         print("crawler: no API token: pass --token or set CRAWLER_API_TOKEN", file=sys.stderr)
         return 2
+    problem = _api_request_problem(args, token, settings)
+    if problem:
+        return _fail(problem, 2)
     try:
         if args.command == "seed":
             body: dict[str, object] = {"urls": args.urls}
@@ -287,6 +453,59 @@ def _cmd_api(args: argparse.Namespace, settings: Settings) -> int:
     except (msgspec.ValidationError, KeyError, TypeError):
         print("crawler: the API gave an answer of an unexpected shape", file=sys.stderr)
         return 1
+
+
+def _api_request_problem(args: argparse.Namespace, token: str, settings: Settings
+                         ) -> str | None:
+    """What the API would refuse in the request, checked before sending (the same rules
+    as the API's), or None."""
+    import math
+
+    import msgspec
+    import yarl
+
+    from crawler.api import ApiError, check_pattern, parse_host, parse_host_update
+
+    try:
+        base = yarl.URL(args.api)
+        good = base.scheme in ("http", "https") and bool(base.host) and base.is_absolute()
+    except (ValueError, TypeError):
+        good = False
+    if not good:
+        return f"--api: expected a base URL such as http://127.0.0.1:8080, got {args.api!r}"
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in token):
+        return "--token: must not contain white space or control characters"
+    try:
+        if args.command == "seed":
+            from common.urls import TrackingRules
+            from frontier.seeds import seed_batch
+
+            if args.priority is not None and args.priority < 0:
+                return "--priority: must be at least 0"
+            batch = seed_batch(args.urls, 0, TrackingRules.from_settings(settings.urls))
+            for raw, why in batch.rejected:
+                print(f"crawler: seed {raw!r} rejected: {why}", file=sys.stderr)
+            if batch.invalid:
+                return "the API takes a batch of seeds only when every one is usable; " \
+                       "nothing sent"
+        elif args.command == "block-path" and args.pattern is not None and not args.remove:
+            check_pattern(args.pattern)
+        elif args.command == "host":
+            parse_host(args.name)
+            if args.host_delay is not None and not math.isfinite(args.host_delay):
+                return f"--delay: expected a number of seconds, got {args.host_delay!r}"
+            change: dict[str, object] = {}
+            if args.host_delay is not None and not args.clear_delay:
+                change["crawlDelaySeconds"] = args.host_delay
+            if args.blocked is not None:
+                change["blocked"] = args.blocked
+            if args.host_max_pages is not None:
+                change["maxPages"] = args.host_max_pages
+            if change:
+                parse_host_update(msgspec.json.encode(change))
+    except ApiError as exc:
+        return exc.message
+    return None
 
 
 def _cmd_settings(markdown: bool) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +33,7 @@ from common.adapters.memory_bus import MemoryBus
 from common.adapters.metered import MeteredStateStore
 from common.adapters.sqlite_store import SqliteStateStore
 from common.archive import ArchiveWriter
-from common.messages import DeadLetter, PageRecord, Topic, encode
+from common.messages import DeadLetter, FetchOutcome, FetchResult, PageRecord, Topic, encode
 from common.metrics import HealthServer, Metrics, serve_health
 from common.pagework import (
     KEEP_RECENT,
@@ -46,9 +47,12 @@ from common.runtime import blob_root, make_store, state_path
 from common.settings import Settings
 from crawler.api import ControlApi
 from dedup.service import DedupStage
+from fetcher.dns import Answer, CheckedResolver, DnsError, Resolver
 from fetcher.http import HttpFetcher
 from fetcher.robots_cache import RobotsCache
 from fetcher.service import FetcherStage
+from fetcher.ssrf import Guard, SsrfBlockedError, refusal_advice
+from frontier.seeds import seed_batch
 from frontier.service import Frontier
 from frontier.stats import CrawlStats, collect
 from parser.service import ParserStage
@@ -56,17 +60,73 @@ from parser.service import ParserStage
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
+TTY_PROGRESS_INTERVAL = 1.0
+"""Seconds between updates of the live progress line on a terminal."""
+
+LOG_PROGRESS_INTERVAL = 5.0
+"""Seconds between progress lines when the output is not a terminal (a log, a pipe)."""
+
+
 class Progress:
-    """What the live progress line shows."""
+    """The progress of a crawl run, written to ``stream``.
 
-    started: float = field(default_factory=time.monotonic)
-    last_line: float = 0.0
+    On a terminal it is one live line, rewritten in place (``\\r``) every
+    :data:`TTY_PROGRESS_INTERVAL` seconds; otherwise a plain line every
+    :data:`LOG_PROGRESS_INTERVAL` seconds. Lines fall due at whole multiples of the
+    interval from the start of the run, so they keep a steady beat however long
+    collecting the figures takes, and :meth:`report` with ``final`` writes the last
+    one (and ends the live line). ``pages`` counts every page fetch of the crawl,
+    earlier runs included; the rate and the time are this run's.
+    """
 
-    def line(self, fetched: int, queued: int, errors: int, in_flight: int) -> str:
-        elapsed = max(1e-6, time.monotonic() - self.started)
-        return (f"pages {fetched:>7}  {fetched / elapsed:6.1f}/s  queued {queued:>7}  "
-                f"in flight {in_flight:>4}  errors {errors:>5}  {elapsed:6.1f}s")
+    def __init__(self, stream: TextIO, *, tty: bool | None = None,
+                 interval: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.tty = stream.isatty() if tty is None else tty
+        self.interval = interval or (TTY_PROGRESS_INTERVAL if self.tty
+                                     else LOG_PROGRESS_INTERVAL)
+        self.clock = clock
+        self.started = clock()
+        self.baseline = 0  # pages fetched before this run
+        self._next = self.started + self.interval
+        self._live = False  # a live line is on the terminal, without its newline
+
+    def start(self, fetched_before: int) -> None:
+        """The run begins now, with ``fetched_before`` pages from earlier runs."""
+        self.started = self.clock()
+        self.baseline = fetched_before
+        self._next = self.started + self.interval
+
+    def due(self) -> bool:
+        return self.clock() >= self._next
+
+    def line(self, stats: CrawlStats) -> str:
+        elapsed = max(1e-6, self.clock() - self.started)
+        rate = max(0, stats.fetched - self.baseline) / elapsed
+        errors = sum(stats.errors.values())
+        return (f"pages {stats.fetched:>7}  {rate:6.1f}/s  queued {stats.queued:>7}  "
+                f"in flight {stats.in_flight:>4}  errors {errors:>5}  {elapsed:6.1f}s")
+
+    def report(self, stats: CrawlStats, *, final: bool = False) -> None:
+        now = self.clock()
+        self._next = self.started + self.interval * (
+            math.floor((now - self.started) / self.interval) + 1)
+        text = self.line(stats)
+        if self.tty:
+            self.stream.write("\r" + text + "\x1b[K" + ("\n" if final else ""))
+            self._live = not final
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def message(self, text: str) -> None:
+        """A line of its own (a warning), above the live line on a terminal."""
+        if self._live:
+            self.stream.write("\r\x1b[K")
+            self._live = False
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
 
 class EmbeddedCrawler:
@@ -84,12 +144,16 @@ class EmbeddedCrawler:
                                     prefix=settings.blob.prefix,
                                     max_bytes=settings.blob.warc_max_bytes)
         self.archive = ArchiveWriter(self.blobs, software=settings.crawl.user_agent)
-        # WARC writing and parsing: in worker processes, or on threads of this one
+        # WARC writing and parsing: in worker processes, a lane of workers for each (so
+        # a slow parse never delays another page's records; a parse reads its page back
+        # from the file, so the writers keep no responses), or on threads of this one
         self.work: PageWork
         if settings.crawl.page_processes:
             self.work = ProcessPageWork(settings, processes=settings.crawl.page_processes,
                                         root=str(blob_root(settings)), writer=writer_id,
-                                        cdx_name=self.archive.cdx_name)
+                                        cdx_name=self.archive.cdx_name,
+                                        lanes=("write", "parse"), keep_recent=0,
+                                        preload=("fetcher.service", "parser.service"))
         else:
             self.work = ThreadPageWork(WorkContext(settings, self.blobs, self.archive,
                                                    keep_recent=KEEP_RECENT))
@@ -99,18 +163,47 @@ class EmbeddedCrawler:
         self.frontier = Frontier(settings, self.bus, self.store, metrics=self.metrics)
         self.fetcher = FetcherStage(settings, self.bus, self.store, self.blobs, self.archive,
                                     self.http, self.robots, metrics=self.metrics,
-                                    work=self.work)
+                                    work=self.work.lane("write"))
         self.parser = ParserStage(settings, self.bus, self.blobs, self.archive,
-                                  metrics=self.metrics, work=self.work)
+                                  metrics=self.metrics, work=self.work.lane("parse"))
         self.dedup = DedupStage(settings, self.bus, self.store, metrics=self.metrics)
         self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        # seeds (depth 0: seed URLs and their redirect targets) the SSRF guard refused
+        # in this run: URL -> advice naming the address class and the setting
+        self.seed_refusals: dict[str, str] = {}
+        self.on_seed_refused: Callable[[FetchResult, str], None] | None = None
         # the control API, served when CRAWLER_API_PORT is set (or serve_api is true:
         # then port 0 means any free port); it refuses to start without a token
         self.api: ControlApi | None = None
         if serve_api or (serve_api is None and settings.api.port):
             self.api = ControlApi(settings, self.bus, self.store, frontier=self.frontier,
                                   stats=self.stats)
+
+    async def _frontier_handle(self, delivery: Delivery) -> None:
+        msg = delivery.message
+        if (isinstance(msg, FetchResult) and msg.outcome is FetchOutcome.SSRF_BLOCKED
+                and msg.task.depth == 0 and msg.task.url not in self.seed_refusals):
+            advice = await self._refusal_advice(msg)
+            self.seed_refusals[msg.task.url] = advice
+            if self.on_seed_refused is not None:
+                self.on_seed_refused(msg, advice)
+        await self.frontier.handle(delivery)
+
+    async def _refusal_advice(self, result: FetchResult) -> str:
+        """Why the guard refused a seed, from the guard's own verdicts (the DNS answer
+        is cached, so no query goes out again); the fetch's error text otherwise."""
+        import yarl
+
+        try:
+            target = yarl.URL(result.task.url, encoded=True)
+            if target.host:
+                await self.http.checked.resolve_checked(target.host, target.port)
+        except SsrfBlockedError as exc:
+            return refusal_advice(exc)
+        except (DnsError, OSError, ValueError):
+            pass
+        return result.error or "refused by the SSRF guard"
 
     async def _sink_pages(self, delivery: Delivery) -> None:
         msg = delivery.message
@@ -130,7 +223,7 @@ class EmbeddedCrawler:
         fs = self.settings.fetcher
         consumers: list[tuple[str, Sequence[Topic], Callable[[Delivery], object], int]] = [
             ("frontier", (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS),
-             self.frontier.handle, 1),
+             self._frontier_handle, 1),
             ("fetcher", (Topic.FETCH,), self.fetcher.handle, fs.concurrency),
             ("parser", (Topic.FETCHED,), self.parser.handle, 2),
             ("dedup", (Topic.PARSED,), self.dedup.handle, 1),
@@ -153,20 +246,18 @@ class EmbeddedCrawler:
     def done(self) -> bool:
         return self.bus.pending() == 0 and self.frontier.idle()
 
-    async def wait(self, *, progress: Callable[[CrawlStats], None] | None = None,
-                   poll: float = 0.1) -> None:
-        """Until the crawl has nothing left (checked twice, ``poll`` apart)."""
+    async def wait(self, *, progress: Progress | None = None, poll: float = 0.1) -> None:
+        """Until the crawl has nothing left (checked twice, ``poll`` apart); with
+        ``progress``, a progress line whenever one falls due."""
         quiet = 0
-        last_report = 0.0
         while quiet < 2:
             await asyncio.sleep(poll)
             for t in self._tasks:
                 if t.done() and not t.cancelled() and t.exception() is not None:
                     raise RuntimeError(f"stage task {t.get_name()} failed") from t.exception()
             quiet = quiet + 1 if self.done() else 0
-            if progress is not None and time.monotonic() - last_report >= 0.5:
-                last_report = time.monotonic()
-                progress(await self.stats())
+            if progress is not None and quiet < 2 and progress.due():
+                progress.report(await self.stats())
 
     async def stats(self) -> CrawlStats:
         return await collect(self.store, seen_skipped=self.frontier.counters.seen_skipped,
@@ -192,37 +283,96 @@ class EmbeddedCrawler:
         await self.store.close()
 
 
+@dataclass(slots=True)
+class CrawlRun:
+    """What one run of :func:`run_crawl` did."""
+
+    stats: CrawlStats
+    seeds: list[str] = field(default_factory=list)  # canonical seed URLs offered
+    refused: dict[str, str] = field(default_factory=dict)  # URL -> the guard's advice
+
+    @property
+    def no_seed_crawled(self) -> bool:
+        """Seeds were given and the SSRF guard refused every one of them."""
+        return bool(self.seeds) and all(u in self.refused for u in self.seeds)
+
+
+async def run_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool = False,
+                    stream: TextIO | None = None, tty: bool | None = None,
+                    progress_interval: float | None = None) -> CrawlRun:
+    """Crawl from ``seeds`` (or resume the crawl in the output folder) to the end.
+
+    With ``progress``, progress lines go to ``stream`` (default: stderr; see
+    :class:`Progress`). A seed the SSRF guard refuses is reported on ``stream`` at
+    once, with the setting that would allow it."""
+    out = sys.stderr if stream is None else stream
+    meter = Progress(out, tty=tty, interval=progress_interval) if progress else None
+    crawler = EmbeddedCrawler(settings)
+    offered = seed_batch(seeds, 0, crawler.frontier.tracking).valid if seeds else []
+
+    def refused(result: FetchResult, advice: str) -> None:
+        what = "seed" if result.task.hops == 0 else "redirect target of a seed"
+        text = f"crawler: {what} {result.task.url} refused: {advice}"
+        if meter is not None:
+            meter.message(text)
+        else:
+            print(text, file=out, flush=True)
+
+    crawler.on_seed_refused = refused
+    await crawler.start()
+    try:
+        if meter is not None:
+            meter.start((await crawler.stats()).fetched)
+        if seeds:
+            await crawler.frontier.seed(seeds)
+        await crawler.wait(progress=meter)
+        stats = await crawler.stats()
+        if meter is not None:
+            meter.report(stats, final=True)
+        return CrawlRun(stats=stats, seeds=offered, refused=dict(crawler.seed_refusals))
+    finally:
+        await crawler.close()
+
+
 async def crawl(settings: Settings, seeds: Sequence[str], *, progress: bool = False,
                 stream: TextIO | None = None) -> CrawlStats:
     """Crawl from ``seeds`` (or resume the crawl in the output folder) to the end."""
-    crawler = EmbeddedCrawler(settings)
-    out = sys.stderr if stream is None else stream
-    show = progress
-    meter = Progress()
-    tty = out.isatty()
+    return (await run_crawl(settings, seeds, progress=progress, stream=stream)).stats
 
-    def report(stats: CrawlStats, *, final: bool = False) -> None:
-        # a terminal gets a live line; a log gets one line every 5 seconds
-        if not tty and not final and time.monotonic() - meter.last_line < 5.0:
-            return
-        meter.last_line = time.monotonic()
-        line = meter.line(stats.fetched, stats.queued, sum(stats.errors.values()),
-                          stats.in_flight)
-        print(("\r" + line) if tty else line, end="" if tty else "\n", file=out, flush=True)
 
-    await crawler.start()
+class _NoDns:
+    """A DNS backend that never sends a query (for checks made before a crawl)."""
+
+    async def query(self, host: str, qtype: str) -> Answer:
+        raise DnsError(host, "not looked up", not_found=False)
+
+    async def close(self) -> None:
+        return None
+
+
+async def refused_before_start(settings: Settings, seed_urls: Sequence[str]
+                               ) -> dict[str, str]:
+    """Seeds the SSRF guard refuses whatever DNS says: IP-literal hosts and names
+    ``fetcher.resolve`` answers. URL -> advice. Sends nothing; names that need DNS
+    are checked when they are fetched."""
+    import yarl
+
+    resolver = Resolver(backend=_NoDns(), overrides=settings.fetcher.resolve)
+    checked = CheckedResolver(resolver, Guard(settings.fetcher.allow_networks))
+    refused: dict[str, str] = {}
     try:
-        if seeds:
-            await crawler.frontier.seed(seeds)
-        await crawler.wait(progress=report if show else None)
-        stats = await crawler.stats()
-        if show:
-            report(stats, final=True)
-            if tty:
-                print(file=out)
-        return stats
+        for url in seed_urls:
+            try:
+                target = yarl.URL(url, encoded=True)
+                if target.host:
+                    await checked.resolve_checked(target.host, target.port)
+            except SsrfBlockedError as exc:
+                refused[url] = refusal_advice(exc)
+            except (DnsError, ValueError):
+                continue
     finally:
-        await crawler.close()
+        await resolver.close()
+    return refused
 
 
 async def read_stats(settings: Settings) -> CrawlStats:

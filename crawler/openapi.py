@@ -14,6 +14,8 @@ MAX_DELAY_SECONDS = 86_400.0
 MAX_PAGES_LIMIT = 1_000_000_000
 MAX_PATTERN_CHARS = 1000
 MAX_PATTERNS = 1000
+MAX_SCOPE_ENTRIES = 1000
+MAX_SCOPE_ENTRY_CHARS = 1000
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -45,13 +47,14 @@ OPENAPI: dict[str, Any] = {
         "version": "1",
         "description": (
             "Operate a running crawl: add seed URLs, read its figures, change per-host "
-            "politeness overrides, block and unblock path patterns, pause and resume. "
+            "politeness overrides, block and unblock path patterns, set the crawl "
+            "scope, pause and resume. "
             "Every route but `/v1/health` and `/v1/openapi.json` needs the bearer token "
             "(`CRAWLER_API_TOKEN`).\n\n"
             "In cluster mode (`crawler api`), `PUT /v1/hosts/{host}` sends the change to "
             "the frontier that owns the host, which applies it to its live row (202); "
-            "pause, resume and blocked path patterns are stored, and every frontier "
-            "reads them every `CRAWLER_CRAWL_CONTROL_INTERVAL` seconds. Embedded mode "
+            "pause, resume, blocked path patterns and the scope are stored, and every "
+            "frontier reads them every `CRAWLER_CRAWL_CONTROL_INTERVAL` seconds. Embedded mode "
             "applies every change at once."),
     },
     "servers": [{"url": "/"}],
@@ -115,9 +118,12 @@ OPENAPI: dict[str, Any] = {
                     **{name: {"type": "integer", "minimum": 0} for name in (
                         "fetched", "kept", "exact_duplicates", "near_duplicates",
                         "not_modified", "redirects", "robots_blocked", "blocked",
-                        "host_capped_urls", "hosts_capped", "trap_cut", "dead", "queued",
-                        "in_flight", "awaiting_parse", "known_urls", "hosts",
-                        "seen_filter_skipped", "invalid_links")},
+                        "out_of_scope", "host_capped_urls", "hosts_capped", "trap_cut",
+                        "dead", "queued", "in_flight", "awaiting_parse", "known_urls", "hosts")},
+                    **{name: {"type": "integer", "minimum": 0, "nullable": True,
+                              "description": "This run of the process that runs the "
+                                             "frontier (embedded mode); null elsewhere."}
+                       for name in ("seen_filter_skipped", "invalid_links")},
                     "errors": {"type": "object",
                                "additionalProperties": {"type": "integer"}},
                 },
@@ -130,12 +136,53 @@ OPENAPI: dict[str, Any] = {
                 "type": "object", "required": ["pattern"], "additionalProperties": False,
                 "properties": {"pattern": {
                     "type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS,
-                    "description": "A regular expression (Python syntax) searched in "
-                                   "the URL's path and query (`/a/b?x=1`)."}},
+                    "description": "A regular expression in RE2 syntax (matched in "
+                                   "linear time, so no backreferences or lookaround), "
+                                   "searched in the URL's path and query (`/a/b?x=1`)."}},
             },
             "PathPatterns": {
                 "type": "object", "required": ["patterns"],
                 "properties": {"patterns": {"type": "array", "items": {"type": "string"}}},
+            },
+            "ScopeUpdate": {
+                "type": "object", "additionalProperties": False, "minProperties": 1,
+                "description": "Fields left out keep their value.",
+                "properties": {
+                    "mode": {"type": "string", "enum": ["any", "seed-hosts", "seed-domains"],
+                             "description": "any: every host; seed-hosts: the seeds' "
+                                            "hosts (and hosts a seed redirects to); "
+                                            "seed-domains: hosts under the seeds' "
+                                            "registered domains (Public Suffix List)."},
+                    **{name: {"type": "array", "maxItems": MAX_SCOPE_ENTRIES,
+                              "items": {"type": "string",
+                                        "maxLength": MAX_SCOPE_ENTRY_CHARS},
+                              "description": text}
+                       for name, text in (
+                           ("allowDomains", "Domains links may also lead to (each with "
+                                            "its subdomains); with mode any, only these."),
+                           ("denyDomains", "Domains never followed (each with its "
+                                           "subdomains); wins over every allow rule."),
+                           ("pathPrefixes", "Paths URLs must stay under on every host "
+                                            "(`/docs`: /docs and /docs/..., not /docsx)."))},
+                    "noParent": {"type": "boolean",
+                                 "description": "On a seed's host, stay under the folder "
+                                                "of one of its seeds (wget --no-parent)."},
+                },
+            },
+            "Scope": {
+                "type": "object",
+                "required": ["mode", "allowDomains", "denyDomains", "pathPrefixes",
+                             "noParent", "source"],
+                "properties": {
+                    "mode": {"type": "string", "enum": ["any", "seed-hosts", "seed-domains"]},
+                    "allowDomains": {"type": "array", "items": {"type": "string"}},
+                    "denyDomains": {"type": "array", "items": {"type": "string"}},
+                    "pathPrefixes": {"type": "array", "items": {"type": "string"}},
+                    "noParent": {"type": "boolean"},
+                    "source": {"type": "string", "enum": ["settings", "operator"],
+                               "description": "settings: CRAWLER_SCOPE_* (of the API's "
+                                              "process); operator: set by PUT /v1/scope."},
+                },
             },
             "Health": {
                 "type": "object", "required": ["status"],
@@ -222,7 +269,8 @@ OPENAPI: dict[str, Any] = {
                               "400": _BAD_JSON, "401": _UNAUTHORIZED,
                               "409": _error(f"Already {MAX_PATTERNS} patterns."),
                               "413": _TOO_LARGE,
-                              "422": _error("Not a regular expression, or a wrong body.")},
+                              "422": _error("Not a regular expression RE2 can run "
+                                            "(the message says why), or a wrong body.")},
             },
             "delete": {
                 "operationId": "unblockPath", "summary": "Remove a blocked path pattern.",
@@ -233,6 +281,31 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": _ok("The patterns now.", "PathPatterns"),
                               "400": _error("No pattern given."), "401": _UNAUTHORIZED,
                               "404": _error("No such pattern.")},
+            },
+        },
+        "/v1/scope": {
+            "get": {
+                "operationId": "getScope", "summary": "The crawl scope in force.",
+                "responses": {"200": _ok("The scope.", "Scope"), "401": _UNAUTHORIZED},
+            },
+            "put": {
+                "operationId": "putScope",
+                "summary": "Set the crawl scope: which hosts and paths links may lead to.",
+                "description": "Applies to links discovered from now on and to queued URLs "
+                               "when they reach the head of their host's queue; URLs "
+                               "rejected as out of scope stay rejected if the scope is "
+                               "widened later. Seeds are always in scope.",
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/ScopeUpdate"}}}},
+                "responses": {"200": _ok("The scope now.", "Scope"),
+                              "400": _BAD_JSON, "401": _UNAUTHORIZED, "413": _TOO_LARGE,
+                              "422": _error("An unknown mode, a domain or path prefix "
+                                            "that is not one, or a wrong body.")},
+            },
+            "delete": {
+                "operationId": "resetScope",
+                "summary": "Go back to the settings' scope (CRAWLER_SCOPE_*).",
+                "responses": {"200": _ok("The scope now.", "Scope"), "401": _UNAUTHORIZED},
             },
         },
     },

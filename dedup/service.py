@@ -60,7 +60,7 @@ class DedupStage:
             self.exact += 1
             self.metrics.dedup.exact_duplicates.inc()
         elif page.error is not None:
-            reason = Reason.PARSE_ERROR
+            reason = Reason.PARSE_TIMEOUT if page.timed_out else Reason.PARSE_ERROR
         elif page.simhash is not None and page.text_chars >= self.settings.dedup.min_text_chars:
             k = self.settings.dedup.simhash_threshold
             keys = block_keys(page.simhash, k)

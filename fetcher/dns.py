@@ -36,6 +36,8 @@ import aiodns
 import pycares
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from common.addresses import Override as Override
+from common.addresses import normalise_host, parse_nameserver, parse_override
 from common.settings import FetcherSettings
 from fetcher.ssrf import Guard
 
@@ -78,68 +80,6 @@ class DnsBackend(Protocol):
         ...
 
     async def close(self) -> None: ...
-
-
-def parse_nameserver(entry: str) -> str:
-    """Normalise ``ip`` / ``ip:port`` / ``[ipv6]:port`` / bare ``ipv6`` to the form
-    c-ares accepts. A malformed entry raises ``ValueError`` naming it."""
-    text = entry.strip()
-    host, port = text, ""
-    if text.startswith("["):
-        host, sep, rest = text[1:].partition("]")
-        if not sep or (rest and not rest.startswith(":")):
-            raise ValueError(f"bad DNS server {entry!r}")
-        port = rest[1:]
-    elif text.count(":") == 1:
-        host, _, port = text.partition(":")
-    try:
-        addr = ipaddress.ip_address(host)
-    except ValueError:
-        raise ValueError(f"bad DNS server {entry!r}: not an IP address") from None
-    if port:
-        if not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"bad DNS server {entry!r}: bad port")
-        return f"[{addr}]:{int(port)}" if addr.version == 6 else f"{addr}:{int(port)}"
-    return str(addr)
-
-
-@dataclass(frozen=True, slots=True)
-class Override:
-    host: str
-    port: int | None  # None: any port
-    address: str
-
-
-def parse_override(entry: str) -> Override:
-    """Parse ``host:port:address`` (address may be ``[ipv6]`` or bare IPv6; port may be
-    ``*``). A malformed entry raises ``ValueError`` naming it."""
-    host, sep1, rest = entry.strip().partition(":")
-    port_text, sep2, address = rest.partition(":")
-    if not (sep1 and sep2 and host and address):
-        raise ValueError(f"bad resolve entry {entry!r}: expected host:port:address")
-    if address.startswith("[") and address.endswith("]"):
-        address = address[1:-1]
-    try:
-        addr = ipaddress.ip_address(address)
-    except ValueError:
-        raise ValueError(f"bad resolve entry {entry!r}: {address!r} is not an IP "
-                         "address") from None
-    port: int | None
-    if port_text == "*":
-        port = None
-    elif port_text.isdigit() and 0 < int(port_text) < 65536:
-        port = int(port_text)
-    else:
-        raise ValueError(f"bad resolve entry {entry!r}: bad port {port_text!r}")
-    return Override(normalise_host(host), port, str(addr))
-
-
-def normalise_host(host: str) -> str:
-    """Lower case, without IPv6 brackets or a trailing dot."""
-    h = host.strip().lower()
-    if h.startswith("[") and h.endswith("]"):
-        h = h[1:-1]
-    return h.rstrip(".")
 
 
 _NUMERIC_V4 = re.compile(r"[0-9a-fx.]+")

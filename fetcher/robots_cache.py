@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from common import urls
+from common.adapters.handling import while_down
 from common.messages import FetchOutcome
 from common.ports import RobotsRecord, StateStore
 from common.robots import RobotsAnswer, RobotsBasis, decide_from_status
@@ -185,7 +186,9 @@ class RobotsCache:
         record = RobotsRecord(origin=origin, status=response.status or 0,
                               body=response.body[:self._max_bytes], fetched_at=now,
                               expires_at=now + ttl)
-        await self._store.put_robots(record)
+        # robots.txt was fetched: keep the answer through a store outage rather than
+        # fetch it again
+        await while_down(lambda: self._store.put_robots(record), f"storing {origin}/robots.txt")
         entry = _Entry(record, answer)
         self._remember(origin, entry)
         return entry, response

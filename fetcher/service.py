@@ -18,10 +18,13 @@ WARC-Truncated saying why; it is neither deduplicated nor parsed (only OK bodies
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
+from common.adapters.handling import while_down
 from common.archive import (
     ArchiveWriter,
     Truncation,
@@ -40,6 +43,10 @@ from fetcher.http import HttpFetcher, Response
 from fetcher.robots_cache import RobotsCache, RobotsDecision
 
 log = logging.getLogger(__name__)
+
+# results remembered for tasks delivered again (a few hundred bytes each: pointers and
+# headers, never bodies)
+RESULT_MEMORY = 20_000
 
 # outcomes decided before any request reached the host
 NO_REQUEST = frozenset({FetchOutcome.ROBOTS_BLOCKED, FetchOutcome.ROBOTS_UNAVAILABLE,
@@ -60,6 +67,7 @@ class FetcherCounters:
     stored: int = 0
     revisits: int = 0
     errors: int = 0
+    redelivered: int = 0  # tasks delivered again and answered from memory
 
 
 class FetcherStage:
@@ -78,6 +86,14 @@ class FetcherStage:
         self.gate = HostGate()
         self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.counters = FetcherCounters()
+        # the results of the most recent tasks, by task id, for tasks delivered again
+        self._done: OrderedDict[str, FetchResult] = OrderedDict()
+
+    def _remember(self, task_id: str, result: FetchResult) -> None:
+        self._done[task_id] = result
+        self._done.move_to_end(task_id)
+        while len(self._done) > RESULT_MEMORY:
+            self._done.popitem(last=False)
 
     async def on_assign(self, partitions: frozenset[int]) -> None:
         """Cluster mode: partitions taken over from another fetcher start with a rest."""
@@ -88,15 +104,32 @@ class FetcherStage:
         if not isinstance(task, FetchTask):
             raise TypeError(f"fetcher cannot handle {type(task).__name__}")
         self.counters.tasks += 1
+        done = self._done.get(task.task_id)
+        if done is not None:
+            # delivered again (its offset was not committed before an outage or a
+            # rebalance): the server already answered it, so only the result goes out
+            self.counters.redelivered += 1
+            await while_down(lambda: self.bus.publish(Topic.FETCHED, task.host, done),
+                             f"publishing the result of {task.url}")
+            return
         async with self.gate.hold(task.host):
             await self.gate.wait(task.host, delivery.partition, task.delay)
-            result = await self.fetch(task)
+            try:
+                result = await self.fetch(task)
+            except BaseException:
+                # a request may have reached the host before the failure: the task is
+                # tried again only after the host's full gap
+                self.gate.done(task.host, time.time(), task.delay)
+                raise
             self.metrics.fetcher.record_fetch(result.status or None, result.outcome,
                                               nbytes=result.body_bytes, seconds=result.elapsed)
             if result.robots_fetched or result.outcome not in NO_REQUEST:
                 self.gate.done(task.host, result.fetched_at or time.time(),
                                max(task.delay, result.robots_crawl_delay or 0.0))
-        await self.bus.publish(Topic.FETCHED, task.host, result)
+        self._remember(task.task_id, result)
+        # the page was fetched: an outage of the bus must not fetch it again
+        await while_down(lambda: self.bus.publish(Topic.FETCHED, task.host, result),
+                         f"publishing the result of {task.url}")
 
     async def fetch(self, task: FetchTask) -> FetchResult:
         try:
@@ -113,7 +146,8 @@ class FetcherStage:
             if decision.response is not None and self.settings.fetcher.store_robots_in_warc:
                 for hop in decision.response.responses:
                     if hop.status:
-                        await self._write_exchange(hop)
+                        await while_down(functools.partial(self._write_exchange, hop),
+                                         f"archiving {hop.url}")
         if robots_fetched and decision.outcome in ROBOTS_FAILURES:
             return _robots_result(task, decision, ROBOTS_FAILURES[decision.outcome],
                                   error=decision.error)
@@ -135,7 +169,11 @@ class FetcherStage:
             await self.gate.wait(task.host, None, 0.0)
         resp = await self.http.fetch(task.url, etag=task.etag, last_modified=task.last_modified)
         self.counters.pages += 1
-        return await self._result(task, resp, robots_fetched, decision.crawl_delay)
+        # the response is kept here and its storing tried again while the store is
+        # down: the server sees one request, whatever the outage
+        return await while_down(
+            lambda: self._result(task, resp, robots_fetched, decision.crawl_delay),
+            f"storing {task.url}")
 
     def _gap_after_robots(self, task: FetchTask, decision: RobotsDecision) -> float:
         gap = task.delay

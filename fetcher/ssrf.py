@@ -33,6 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from common.addresses import parse_network
+
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -222,16 +224,7 @@ def parse_networks(cidrs: Iterable[str]) -> tuple[IPNetwork, ...]:
     Host bits are tolerated (``10.1.2.3/8`` means ``10.0.0.0/8``). A malformed entry
     raises ``ValueError`` naming it.
     """
-    out: list[IPNetwork] = []
-    for raw in cidrs:
-        text = raw.strip()
-        if not text:
-            continue
-        try:
-            out.append(ipaddress.ip_network(text, strict=False))
-        except ValueError:
-            raise ValueError(f"not an IP network: {raw!r}") from None
-    return tuple(out)
+    return tuple(parse_network(raw) for raw in cidrs if raw.strip())
 
 
 def _allow_listed(addr: IPAddress, allow: Sequence[IPNetwork], *, exact: bool) -> bool:
@@ -308,3 +301,49 @@ class Guard:
         if not all(v.allowed for v in verdicts):
             raise SsrfBlockedError(host, verdicts)
         return tuple(v.address for v in verdicts)
+
+
+ALLOW_SETTING = "CRAWLER_FETCHER_ALLOW_NETWORKS"
+"""The setting that lets the guard through to otherwise refused networks."""
+
+_CLASS_TEXT = {
+    AddressClass.LOOPBACK: "a loopback address",
+    AddressClass.PRIVATE: "a private address",
+    AddressClass.SHARED: "a shared (carrier-grade NAT) address",
+    AddressClass.LINK_LOCAL: "a link-local address",
+    AddressClass.METADATA: "a cloud metadata address",
+    AddressClass.MULTICAST: "a multicast address",
+    AddressClass.BROADCAST: "the broadcast address",
+    AddressClass.UNSPECIFIED: "an unspecified ('this network') address",
+    AddressClass.DOCUMENTATION: "a documentation address",
+    AddressClass.BENCHMARKING: "a benchmarking address",
+    AddressClass.PROTOCOL: "an IETF protocol assignment address",
+    AddressClass.TEREDO: "a Teredo address",
+    AddressClass.RESERVED: "a reserved address",
+}
+
+
+def _class_text(verdict: Verdict) -> str:
+    if verdict.address_class is None:
+        return verdict.reason
+    return _CLASS_TEXT.get(verdict.address_class, verdict.reason)
+
+
+def refusal_advice(exc: SsrfBlockedError) -> str:
+    """For an operator: what was refused, its address class, and the setting (and
+    ``crawler crawl`` option) that would let it through."""
+    refused = [v for v in exc.verdicts if not v.allowed]
+    if not refused:
+        return f"{exc.host} has no address to check"
+    if len(refused) == 1 and refused[0].address == exc.host.strip("[]"):
+        what = f"{refused[0].address} is {_class_text(refused[0])}"
+    else:
+        what = f"{exc.host} resolves to " + ", ".join(
+            f"{v.address} ({_class_text(v)})" for v in refused)
+    nets = [f"{v.address}/{128 if ':' in v.address else 32}" for v in refused
+            if v.reason != "not an IP address"]
+    if not nets:
+        return f"{what}, which the SSRF guard refuses"
+    options = " ".join(f"--allow-network {n}" for n in nets)
+    return (f"{what}, which the SSRF guard refuses unless {ALLOW_SETTING} allows it; "
+            f"to crawl it: {options} (or {ALLOW_SETTING}={','.join(nets)})")

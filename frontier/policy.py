@@ -12,7 +12,6 @@ The frontier service (service.py) calls these and does the I/O.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from common.messages import (
     Reason,
     UrlStatus,
 )
+from common.patterns import OperatorPattern, PatternError, compile_operator_pattern
 from common.ports import HostState, UrlState
 from common.settings import (
     PolitenessSettings,
@@ -57,17 +57,18 @@ FINAL_REASONS: dict[FetchOutcome, Reason] = {
 
 @dataclass(frozen=True, slots=True)
 class TrapRules:
-    """Trap settings compiled once (patterns, per-host overrides)."""
+    """Trap settings compiled once (patterns, with RE2: see common.patterns; per-host
+    overrides)."""
 
     settings: TrapSettings
-    patterns: tuple[re.Pattern[str], ...]
+    patterns: tuple[OperatorPattern, ...]
     host_caps: dict[str, int]
 
     @classmethod
     def from_settings(cls, settings: TrapSettings) -> TrapRules:
         try:
-            patterns = tuple(re.compile(p) for p in settings.blocked_patterns)
-        except re.error as exc:
+            patterns = tuple(compile_operator_pattern(p) for p in settings.blocked_patterns)
+        except PatternError as exc:
             raise SettingsError(f"CRAWLER_TRAPS_BLOCKED_PATTERNS: {exc}") from None
         caps = parse_host_map(settings.host_page_overrides,
                               "CRAWLER_TRAPS_HOST_PAGE_OVERRIDES", int)
@@ -92,7 +93,7 @@ def host_blocked(host: str, blocked: Sequence[str]) -> bool:
     return False
 
 
-def path_blocked(url: str, patterns: Sequence[re.Pattern[str]],
+def path_blocked(url: str, patterns: Sequence[OperatorPattern],
                  parts: SplitResult | None = None) -> bool:
     """True if any pattern matches the URL's path and query (``/a/b?x=1``)."""
     if parts is None:
@@ -118,7 +119,7 @@ def apply_host_control(state: HostState, change: HostControl) -> HostState:
 
 
 def trap_reason(url: str, host: str, depth: int, rules: TrapRules,
-                extra_patterns: Sequence[re.Pattern[str]] = (),
+                extra_patterns: Sequence[OperatorPattern] = (),
                 extra_blocked_hosts: Sequence[str] = ()) -> Reason | None:
     """The reason ``url`` may not enter the frontier, or None if it may.
 

@@ -29,7 +29,6 @@ import contextlib
 import heapq
 import itertools
 import logging
-import re
 import time
 import uuid
 from collections import Counter, OrderedDict, deque
@@ -47,13 +46,24 @@ from common.messages import (
     FetchTask,
     HostControl,
     Link,
+    LinkKind,
     Reason,
     StatusUpdate,
     Topic,
     UrlStatus,
 )
 from common.metrics import Metrics
-from common.ports import Bus, CrawlControl, Delivery, HostState, StateStore, UrlState
+from common.patterns import OperatorPattern, PatternError, compile_operator_pattern
+from common.ports import (
+    Bus,
+    CrawlControl,
+    Delivery,
+    HostState,
+    ScopeRules,
+    StateStore,
+    UrlState,
+)
+from common.scope import checked_rules, limits, rules_from_settings, seed_root
 from common.settings import Settings, parse_host_map
 from frontier.policy import (
     NO_REQUEST_OUTCOMES,
@@ -66,6 +76,7 @@ from frontier.policy import (
     refreshed,
     trap_reason,
 )
+from frontier.scope import SeedRegistry
 from frontier.seeds import publish_batch, seed_batch
 from frontier.seen import SeenFilter
 
@@ -188,6 +199,7 @@ class HostSlot:
     tasks: set[str] = field(default_factory=set)  # ids of tasks this instance dispatched
     wake_at: float | None = None  # time of its live timer-heap entry
     ready: bool = False  # in the ready heap, or its dispatch task has not begun yet
+    due_since: float | None = None  # when it became ready, until its dispatch is over
 
     @property
     def in_flight(self) -> int:
@@ -233,7 +245,11 @@ class Frontier:
         self.max_outstanding = max(1, settings.fetcher.concurrency * 2)
         self.paused = False
         self.control = CrawlControl()
-        self._blocked_paths: tuple[re.Pattern[str], ...] = ()
+        self._blocked_paths: tuple[OperatorPattern, ...] = ()
+        # crawl scope: the settings' rules unless the operator's control row has others
+        self.settings_scope = rules_from_settings(settings.scope)
+        self.scope: ScopeRules = self.settings_scope
+        self.seed_roots = SeedRegistry(store, complete=embedded)
         self._slots: dict[str, HostSlot] = {}
         self._early: OrderedDict[tuple[str, str], StatusUpdate] = OrderedDict()
         self._timer: list[tuple[float, int, str]] = []
@@ -247,6 +263,8 @@ class Frontier:
         self._wake = asyncio.Event()
         self._stopped = False
         self._budget_spent = False
+        self._stall_since: float | None = None  # first check that saw a stall, if any
+        self._recovering = False
 
     # ------------------------------------------------------------------ ownership
 
@@ -273,7 +291,7 @@ class Frontier:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def recover(self) -> None:
+    async def recover(self, *, replay: bool = True) -> None:
         """Make the store consistent after a stop, crash or owner change, then schedule
         the owned hosts.
 
@@ -282,7 +300,8 @@ class Frontier:
         embedded mode the old process and its requests are gone, so a full delay from
         now is enough; in cluster mode a fetcher may still be working on the old task,
         so the host also waits out the lease its old owner stored at dispatch. FETCHED
-        rows (stored but not yet parsed or deduplicated) are handed to the parser again.
+        rows (stored but not yet parsed or deduplicated) are handed to the parser again
+        (unless ``replay`` is False: the watchdog's recovery, see :meth:`check_stall`).
         """
         now = self.clock()
         await self.refresh_control()
@@ -303,11 +322,15 @@ class Frontier:
                     slot.state.next_allowed_at = max(slot.state.next_allowed_at, rest)
                     await self.store.put_host(slot.state)
                 self.counters.refetched += len(rows)
-            await self._queue_refreshes(now)
+            if replay:
+                await self._queue_refreshes(now)
             for host in await self.store.hosts_with_status(UrlStatus.QUEUED):
                 if self.owns(host):
                     slot = await self._slot(host)
                     self._schedule(host, slot, slot.state.next_allowed_at)
+        if not replay:
+            self._wake.set()
+            return
         fetched = [r for r in await self.store.urls_with_status(UrlStatus.FETCHED, 1_000_000)
                    if self.owns(r.host)]
         for r in fetched:
@@ -347,8 +370,8 @@ class Frontier:
         prio = self.settings.crawl.seed_priority if priority is None else priority
         batch = seed_batch(seed_urls, prio, self.tracking)
         await publish_batch(self.bus, batch)
-        if batch.invalid:
-            log.warning("%d seed URLs were not crawlable URLs", len(batch.invalid))
+        for raw, why in batch.rejected:
+            log.warning("seed %r is not a crawlable URL: %s", raw[:500], why)
         return batch.count
 
     # ------------------------------------------------------------------ handlers
@@ -357,7 +380,8 @@ class Frontier:
         msg = delivery.message
         async with self._gate.shared():
             if isinstance(msg, Discovered):
-                await self._on_discovered(msg)  # takes the lock of each host it schedules
+                # takes the lock of each host it schedules
+                await self._on_discovered(msg, retry=delivery.attempt > 1)
             elif isinstance(msg, FetchResult):
                 async with self._hosts.hold(msg.task.host):
                     await self._on_result(msg)
@@ -371,13 +395,22 @@ class Frontier:
                 raise TypeError(f"frontier cannot handle {type(msg).__name__}")
         self._wake.set()
 
-    async def _on_discovered(self, msg: Discovered) -> None:
+    async def _on_discovered(self, msg: Discovered, *, retry: bool = False) -> None:
+        """Store the new URLs of owned hosts and schedule their hosts; forward the rest.
+
+        A ``retry`` (the bus delivering the message again after this handler raised)
+        may find its URLs stored and marked seen by the failed attempt, whose hosts
+        were perhaps never scheduled: it skips neither the seen filter nor the URLs the
+        store already holds, and schedules every host with a URL queued by it."""
         now = self.clock()
         rows: list[UrlState] = []
         forward: dict[str, list[Link]] = {}
         states: dict[str, HostState | None] = {}  # host rows read for this message
         taken: set[str] = set()  # URLs of this message already in ``rows``
         self.metrics.urls_discovered.inc(len(msg.links))
+        if any(link.depth == 0 for link in msg.links):
+            await self._record_seeds(msg.links)
+        reread: set[str] = set()  # domains whose seed roots were read again (cluster)
         for link in msg.links:
             try:
                 url = urls.canonicalize(link.url, tracking=self.tracking)
@@ -390,7 +423,7 @@ class Frontier:
                 continue
             if url in taken:
                 continue
-            if url in self.seen:
+            if url in self.seen and not retry:
                 self.counters.seen_skipped += 1
                 self.metrics.seen_filter_skips.inc()
                 continue
@@ -398,6 +431,10 @@ class Frontier:
             row = UrlState(host=host, url=url, depth=link.depth, priority=link.priority,
                            hops=link.hops, source=link.source, discovered_at=now)
             reason = trap_reason(url, host, link.depth, self.rules, self._blocked_paths)
+            if reason is None and link.kind is not LinkKind.SEED and limits(self.scope):
+                why = await self.seed_roots.verdict(url, host, self.scope, reread)
+                if why is not None:
+                    reason, row.detail = Reason.OUT_OF_SCOPE, f"out of scope: {why}"
             if reason is None:
                 # read without the host's lock: a host capped or blocked meanwhile is
                 # caught again when it is dispatched
@@ -431,12 +468,32 @@ class Frontier:
             elif row.reason is not None:
                 self.counters.rejected[row.reason.value] += 1
                 self.metrics.count_rejected(row.reason)
+        if retry:  # URLs stored by the failed attempt, whose hosts it may not have woken
+            for row in rows:
+                if row.status is UrlStatus.QUEUED and row.host not in queued:
+                    queued[row.host] = now
         for host, due in queued.items():
             async with self._hosts.hold(host):
                 slot = await self._slot(host)
                 self._schedule(host, slot, max(slot.state.next_allowed_at, due))
         for host, links in forward.items():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
+
+    async def _record_seeds(self, links: Iterable[Link]) -> None:
+        """Record the seed roots of the depth-0 links of owned hosts (seeds and their
+        redirect targets), before their rows are stored: so before any link found on
+        them can be judged against the crawl scope."""
+        roots = []
+        for link in links:
+            if link.depth != 0:
+                continue
+            try:
+                url = urls.canonicalize(link.url, tracking=self.tracking)
+                if self.owns(urls.host_key(url)):
+                    roots.append(seed_root(url))
+            except urls.UrlError:
+                continue
+        await self.seed_roots.add(roots)
 
     async def _on_result(self, result: FetchResult) -> None:
         task = result.task
@@ -552,7 +609,7 @@ class Frontier:
 
     async def run(self) -> None:
         """Dispatch due URLs until :meth:`stop`."""
-        last_status = 0.0
+        last_status = last_check = 0.0
         try:
             while not self._stopped:
                 self.metrics.active_hosts.set(len(self._slots))
@@ -572,6 +629,9 @@ class Frontier:
                              len(self._slots), len(self._timer), len(self._ready),
                              self._outstanding, self._dispatching, self.counters.dispatched,
                              self.counters.stale_results)
+                if time.monotonic() - last_check >= 1.0:
+                    last_check = time.monotonic()
+                    await self.check_stall()
                 self._wake.clear()
                 self._dispatch(self.clock())
                 if self._stopped:
@@ -581,6 +641,8 @@ class Frontier:
                     timeout = max(0.0, self._timer[0][0] - self.clock())
                 if self._ready and self._may_start() and not self.paused:
                     timeout = 0.0
+                if self.settings.crawl.stall_seconds:  # the watchdog looks every second
+                    timeout = 1.0 if timeout is None else min(timeout, 1.0)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             if self._dispatch_tasks:
@@ -591,6 +653,66 @@ class Frontier:
                 task.cancel()
             if left:
                 await asyncio.gather(*left, return_exceptions=True)
+
+    def oldest_due(self, now: float | None = None) -> float:
+        """Seconds the oldest due host has waited without a request going out, counted
+        from when its timer moved it to the ready heap until its dispatch is over (0
+        when none waits). O(hosts in memory)."""
+        now = self.clock() if now is None else now
+        since = [s.due_since for s in self._slots.values() if s.due_since is not None]
+        return max(0.0, now - min(since)) if since else 0.0
+
+    def _actual_outstanding(self) -> int:
+        return sum(s.in_flight for s in self._slots.values()) + self._dispatching
+
+    async def check_stall(self) -> bool:
+        """The watchdog (called by :meth:`run` about once a second): set the oldest-due
+        gauge and, when a due host has waited ``crawl.stall_seconds`` although there is
+        room to dispatch it (or the outstanding count disagrees with the requests the
+        hosts have in flight) and nothing explains it (paused, page budget spent), log
+        the state and recover: re-count the outstanding requests, rebuild the timer,
+        and reschedule every owned host with queued URLs from the store. True when it
+        recovered."""
+        now = self.clock()
+        age = self.oldest_due(now)
+        self.metrics.oldest_due.set(age)
+        limit = self.settings.crawl.stall_seconds
+        if not limit or self.paused or self._budget_spent or self._recovering:
+            self._stall_since = None
+            return False
+        actual = self._actual_outstanding()
+        room = (self._outstanding < self.max_outstanding
+                and self._dispatching < DISPATCH_TASKS)
+        drift = actual != self._outstanding
+        if not (drift or (age > limit and room)):
+            self._stall_since = None
+            return False
+        if self._stall_since is None:  # a count can disagree for a moment; wait
+            self._stall_since = now
+        if drift and age <= limit and now - self._stall_since <= limit:
+            return False
+        self._stall_since = None
+        log.warning("frontier: stalled (oldest due host waiting %.0f s, outstanding %d, "
+                    "in flight and dispatching %d); recovering. State: %s",
+                    age, self._outstanding, actual, self.describe())
+        self.metrics.stalls.inc()
+        self._recovering = True
+        try:
+            async with self._gate.exclusive():
+                # nothing is dispatching now: every slot's ready flag and timer entry
+                # are rebuilt from what the slot holds
+                self._outstanding = sum(s.in_flight for s in self._slots.values())
+                self._ready.clear()
+                self._timer.clear()
+                for host, slot in self._slots.items():
+                    slot.ready, slot.wake_at, slot.due_since = False, None, None
+                    self._schedule(host, slot, slot.state.next_allowed_at)
+            await self.recover(replay=False)
+        except Exception as exc:  # the next check tries again
+            log.warning("frontier: recovering from a stall failed: %r", exc)
+        finally:
+            self._recovering = False
+        return True
 
     def _may_start(self) -> bool:
         """Room for one more dispatch: fetch capacity, dispatch tasks and page budget."""
@@ -618,6 +740,8 @@ class Frontier:
                 self._schedule(host, slot, rest_until)
                 continue
             slot.ready = True
+            if slot.due_since is None:
+                slot.due_since = now
             prio = slot.head[0].priority if slot.head else 0
             heapq.heappush(self._ready, (prio, next(self._seq), host))
         while self._ready and self._may_start():
@@ -629,6 +753,7 @@ class Frontier:
                 continue
             if not self.owns(host):
                 slot.ready = False
+                slot.due_since = None
                 continue
             # slot.ready stays set until the task holds the host: nothing schedules the
             # host meanwhile. The task counts as outstanding from now on, so capacity is
@@ -666,13 +791,18 @@ class Frontier:
                 if slot.in_flight >= self.settings.politeness.max_in_flight_per_host:
                     return  # the next result schedules the host again
                 try:
-                    dispatched = await self._dispatch_host(host, slot, now)
+                    # a store or bus call that never answers must not hold the host (and
+                    # a unit of fetch capacity) for ever
+                    limit = self.settings.crawl.stall_seconds / 2 or None
+                    async with asyncio.timeout(limit):
+                        dispatched = await self._dispatch_host(host, slot, now)
                 except Exception as exc:  # a store or bus failure must not stop dispatching
                     log.warning("frontier: dispatching host %s failed (%r); trying again "
                                 "in %g s", host, exc, DISPATCH_RETRY)
                     if self._slots.get(host) is slot:
                         self._schedule(host, slot, self.clock() + DISPATCH_RETRY)
         finally:
+            slot.due_since = None
             self._dispatching -= 1
             if not dispatched:
                 self._outstanding = max(0, self._outstanding - 1)
@@ -689,6 +819,7 @@ class Frontier:
             for slot in self._slots.values():
                 slot.ready = False
                 slot.wake_at = None
+                slot.due_since = None
             return True
         return False
 
@@ -713,17 +844,30 @@ class Frontier:
                 del self._slots[host]  # idle: its row is in the store
             return False
         row = slot.head.popleft()
+        # the operator's patterns and scope may have changed since the row was queued
+        refused: Reason | None = None
+        detail = row.detail
         if self._blocked_paths and path_blocked(row.url, self._blocked_paths):
-            row.status = UrlStatus.REJECTED
-            row.reason = Reason.BLOCKED
+            refused = Reason.BLOCKED
+        elif limits(self.scope) and not (row.depth == 0 and row.hops == 0):  # not a seed
+            try:
+                why = await self.seed_roots.verdict(row.url, host, self.scope)
+            except BaseException:
+                slot.head.appendleft(row)
+                raise
+            if why is not None:
+                refused, detail = Reason.OUT_OF_SCOPE, f"out of scope: {why}"
+        if refused is not None:
+            before = row.detail
+            row.status, row.reason, row.detail = UrlStatus.REJECTED, refused, detail
             try:
                 await self.store.put_url(row)
             except BaseException:
-                row.status, row.reason = UrlStatus.QUEUED, None
+                row.status, row.reason, row.detail = UrlStatus.QUEUED, None, before
                 slot.head.appendleft(row)
                 raise
-            self.counters.rejected[Reason.BLOCKED.value] += 1
-            self.metrics.count_rejected(Reason.BLOCKED, 1)
+            self.counters.rejected[refused.value] += 1
+            self.metrics.count_rejected(refused, 1)
             self._schedule(host, slot, now)
             return False
         row.status = UrlStatus.IN_FLIGHT
@@ -837,19 +981,30 @@ class Frontier:
         return state
 
     def apply_control(self, control: CrawlControl, *, pause: bool = True) -> None:
-        """Take the operator's crawl-wide switches: blocked path patterns and, unless
-        ``pause`` is False (embedded mode starting up), the pause switch. A pattern
-        that does not compile is skipped with an error (the API refuses such patterns;
-        this guards against a row written by other means)."""
+        """Take the operator's crawl-wide switches: blocked path patterns, the crawl
+        scope (None: the settings' one) and, unless ``pause`` is False (embedded mode
+        starting up), the pause switch. A pattern that RE2 cannot run, or a scope that
+        does not check, is skipped with an error (the API refuses both; this guards
+        against a row written by other means or by an older version)."""
         if control.blocked_paths != self.control.blocked_paths:
-            compiled: list[re.Pattern[str]] = []
+            compiled: list[OperatorPattern] = []
             for pattern in control.blocked_paths:
                 try:
-                    compiled.append(re.compile(pattern))
-                except re.error as exc:
-                    log.error("frontier: blocked path pattern %r ignored: %s", pattern, exc)
+                    compiled.append(compile_operator_pattern(pattern))
+                except PatternError as exc:
+                    log.error("frontier: blocked path pattern ignored: %s", exc)
             self._blocked_paths = tuple(compiled)
             log.info("frontier: blocked path patterns now %s", control.blocked_paths)
+        if control.scope != self.control.scope:
+            self.scope = self.settings_scope
+            if control.scope is not None:
+                try:
+                    self.scope = checked_rules(**msgspec.structs.asdict(control.scope))
+                except (ValueError, TypeError) as exc:
+                    log.error("frontier: the operator's crawl scope ignored: %s", exc)
+            log.info("frontier: crawl scope now %s (%s)", self.scope,
+                     "the settings'" if self.scope is self.settings_scope
+                     else "the operator's")
         self.control = control
         if pause and control.paused != self.paused:
             if control.paused:

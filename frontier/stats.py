@@ -1,4 +1,11 @@
-"""Crawl statistics, read from the durable state (so they survive restarts)."""
+"""Crawl statistics, read from the durable state (so they survive restarts).
+
+Every figure is counted from the store's rows, so a crawl's end, ``crawler stats``
+afterwards and ``GET /v1/stats`` agree, except the per-run figures
+(``seen_filter_skipped``, ``invalid_links``): they leave no row, only the process that
+ran the frontier knows them, and they are ``None`` wherever that process is not the one
+asking (``crawler stats``, a cluster's API).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,8 @@ from common.ports import StateStore
 TRAP_REASONS = (Reason.TRAP_LENGTH, Reason.TRAP_SEGMENTS, Reason.TRAP_REPEAT,
                 Reason.TRAP_QUERY, Reason.DEPTH, Reason.REDIRECT_CAP)
 ERROR_REASONS = (Reason.HTTP_ERROR, Reason.TOO_LARGE, Reason.BAD_CONTENT_TYPE, Reason.SSRF,
-                 Reason.DEAD, Reason.PARSE_ERROR, Reason.NOT_HTTP, Reason.INVALID_URL)
+                 Reason.DEAD, Reason.PARSE_ERROR, Reason.PARSE_TIMEOUT, Reason.NOT_HTTP,
+                 Reason.INVALID_URL)
 
 
 class CrawlStats(msgspec.Struct, kw_only=True):
@@ -26,6 +34,7 @@ class CrawlStats(msgspec.Struct, kw_only=True):
     redirects: int = 0
     robots_blocked: int = 0
     blocked: int = 0  # operator blocks
+    out_of_scope: int = 0  # links outside the crawl scope (hosts, domains, paths)
     host_capped_urls: int = 0
     hosts_capped: int = 0
     trap_cut: int = 0  # URLs cut by length, segment, repeat, query, depth and hop caps
@@ -36,13 +45,14 @@ class CrawlStats(msgspec.Struct, kw_only=True):
     awaiting_parse: int = 0
     known_urls: int = 0
     hosts: int = 0
-    seen_filter_skipped: int = 0  # this run: links the seen filter dropped
-    invalid_links: int = 0  # this run: links that were not crawlable URLs
+    # per run: known only to the process that runs the frontier; None elsewhere
+    seen_filter_skipped: int | None = None  # links the seen filter dropped
+    invalid_links: int | None = None  # links that were not crawlable URLs
 
 
 def stats_from_counts(counts: Mapping[tuple[str, str], int], *, fetched: int,
-                      hosts: int, hosts_capped: int, seen_skipped: int = 0,
-                      invalid: int = 0) -> CrawlStats:
+                      hosts: int, hosts_capped: int, seen_skipped: int | None = None,
+                      invalid: int | None = None) -> CrawlStats:
     """Pure: fold (status, reason) counts into :class:`CrawlStats`."""
 
     def n(status: UrlStatus, reason: Reason | None) -> int:
@@ -61,6 +71,7 @@ def stats_from_counts(counts: Mapping[tuple[str, str], int], *, fetched: int,
         redirects=any_status(Reason.REDIRECTED),
         robots_blocked=any_status(Reason.ROBOTS),
         blocked=any_status(Reason.BLOCKED),
+        out_of_scope=any_status(Reason.OUT_OF_SCOPE),
         host_capped_urls=any_status(Reason.HOST_CAP),
         hosts_capped=hosts_capped,
         trap_cut=sum(any_status(r) for r in TRAP_REASONS),
@@ -76,7 +87,8 @@ def stats_from_counts(counts: Mapping[tuple[str, str], int], *, fetched: int,
     )
 
 
-async def collect(store: StateStore, *, seen_skipped: int = 0, invalid: int = 0) -> CrawlStats:
+async def collect(store: StateStore, *, seen_skipped: int | None = None,
+                  invalid: int | None = None) -> CrawlStats:
     counts = await store.count_urls()
     hosts = await store.list_hosts()
     return stats_from_counts(counts, fetched=sum(h.page_count for h in hosts),

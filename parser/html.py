@@ -3,18 +3,57 @@
 Links and directives come from selectolax's lexbor HTML5 parser (on a ~30 KB page:
 parse and select 0.25 ms, against 0.77 ms with resiliparse, whose node objects cost
 ~5 us each, and 15 ms with BeautifulSoup on lxml); main text comes from resiliparse
-(:mod:`parser.text`). Both trees are built from the same markup. A conforming HTML5
-parser has two costs an attacker can drive: deep nesting makes some steps of tree
-construction scan the whole stack of open elements for every tag (``<span>`` x 20,000
-then ``</div>`` x 20,000 takes ~1 s, and grows with the square), and unclosed
-formatting elements with distinct attributes are re-created for every paragraph (a
-100 KB page of ``<font color=N><p>x`` builds 8 million elements and 3 GB). So before
-parsing, :func:`scan_markup` estimates from the tags alone (linear, on the lower-cased
-text) how deep the tree can get and how many formatting elements stay open; when
-depth x tags or open formatting elements x tags exceeds a budget, the page is
+(:mod:`parser.text`), itself built on lexbor. Both trees are built from the same
+markup, after a guard that keeps the work any page can cost linear in its size.
+
+What an attacker can drive. Measured with ``python -m bench.hostile_html`` (each shape
+at n and 2n; x4 when the size doubles is quadratic). Linear in both parsers and in the
+main-text extraction: long attribute values and names, many attributes spread over
+elements (a few distinct names), one attribute name repeated on an element, named,
+numeric and unterminated character references, long and many comments, huge text
+nodes, many scripts and styles, paragraphs, links, bare ``<``, stray end tags, an
+unclosed tag, the doctype. Super-linear, and what the guard does:
+
+=========================================  =============================  =======
+shape                                      unguarded (parse and text)     guard
+=========================================  =============================  =======
+nesting depth (``<div>`` x n)              lexbor and main text: n^2      flatten
+unclosed formatting elements with          both parsers and main text:    flatten
+attributes, then ``<p>`` x n               n^2 elements
+attributes on one start tag (any element,  n^2: 40,000 (350 KB) 5.6 s,    strip
+svg and math too; '>' in quoted values)    80,000 (709 KB) 23 s
+attributes on one end tag                  n^2: 200,000 (1.9 MB) 18 s     strip
+``<html>``/``<body>`` tags with new        n^2 (merged into one element): strip
+attributes                                 40,000 tags 8.4 s
+distinct attribute names on the page       n^2, main text worst: 40,000   strip
+(``<span nN=x>``)                          1.3 s, 120,000 12 s
+distinct tag names (``<xN>``)              n^2: 40,000 0.6 s              flatten
+options of one ``<select>``                n^2: 40,000 16 s               flatten
+=========================================  =============================  =======
+
+With the guard the same pages take 21-290 ms, and 120,000 distinct names 0.9 s
+(2.6 MB), 500,000 attributes on one element 0.26 s (4.9 MB; unguarded the issue saw no
+end after 600 s). CPU times from a 2-core machine.
+
+The guard, all linear in the page (regular expressions with atomic groups and
+possessive quantifiers: a failed match never backtracks). :func:`scan_markup`
+estimates from the tags (on the lower-cased text) how deep the tree can get, how many
+formatting elements stay open and how many options one select holds; when depth x
+tags, open formatting elements x tags or option pairs exceed a budget, the page is
 *flattened*: every tag except the ones links, robots directives and the title live in
 is dropped, so the tree stays flat and parsing linear. Pages with few tags cannot reach
-the budgets and skip the scan.
+those budgets and skip that scan. :func:`scan_attributes` reads every tag's attributes
+the way the HTML tokenizer does (a quoted value may hold ``>``) and counts attributes
+per element (a start or end tag; all ``<html>`` or all ``<body>`` tags together),
+attributes, attribute characters and distinct attribute names per page, and distinct
+tag names (too many: flatten). Beyond any attribute bound (the ``MAX_ATTRIBUTE*``
+constants) the page's attributes are *stripped* (:func:`strip_attributes`): every
+start tag keeps only the first of each of :data:`KEPT_ATTRIBUTES` (links,
+directives, charset, and the id, class, role, hidden and style the main-text
+heuristics look at), end tags keep none; the tree keeps its shape. A stripped element
+has at most 15 attributes and the page at most 15 distinct names. The guard costs
+about 0.4 ms on a 45 KB page and 1-2 ms on a 100 KB page with 4,800 tags (10-15% of
+what parsing, link extraction and main text cost there).
 
 :func:`extract` returns links in document order, de-duplicated (fragments removed),
 each with its kind and its own ``rel=nofollow``; the page's robots directives (meta
@@ -28,6 +67,8 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from itertools import compress
+from operator import itemgetter
 
 from resiliparse.parse.html import HTMLTree
 from selectolax.lexbor import LexborHTMLParser
@@ -38,6 +79,7 @@ from parser.directives import x_robots_tag as header_directives
 
 __all__ = [
     "DEFAULT_MAX_LINKS",
+    "AttributeStats",
     "HtmlDocument",
     "LinkKind",
     "MarkupStats",
@@ -46,7 +88,9 @@ __all__ = [
     "extract",
     "followable_links",
     "parse_document",
+    "scan_attributes",
     "scan_markup",
+    "strip_attributes",
 ]
 
 DEFAULT_MAX_LINKS = 5000
@@ -65,6 +109,34 @@ FORMATTING_BUDGET = 2_000_000
 #: Flatten when the estimated depth exceeds this, whatever the size (browsers cap the
 #: parser's tree depth at 512).
 MAX_DEPTH = 512
+#: Flatten when the options of one ``<select>`` make more pairs than this (n options
+#: make n x n / 2; lexbor walks a select's options for every option it inserts).
+OPTION_BUDGET = 10_000_000
+#: Flatten when the page has more distinct tag names than this, start and end tags
+#: counted apart (lexbor interns every tag name in a table whose look-ups slow down
+#: with its size).
+MAX_TAG_NAMES = 20_000
+
+#: Strip attributes (see :data:`KEPT_ATTRIBUTES`) when one element has more than this
+#: many (the tree builder checks every new attribute against the element's others).
+#: Counted per start or end tag, and over all ``<html>`` and all ``<body>`` tags, whose
+#: attributes are merged into one element.
+MAX_ATTRIBUTES_PER_ELEMENT = 100
+#: ... or when the page has more attributes than this (each costs about 100 bytes in
+#: each of the two trees) ...
+MAX_ATTRIBUTES_PER_PAGE = 200_000
+#: ... or more characters of attribute text (names, values and the space between them)
+#: than this ...
+MAX_ATTRIBUTE_CHARS = 4_000_000
+#: ... or more distinct attribute names than this (interned like tag names).
+MAX_ATTRIBUTE_NAMES = 10_000
+#: What stripping keeps: the attributes links, directives and the title need, and those
+#: the main-text heuristics look at. Only the first of each name on an element is kept
+#: (the tree builder ignores the others), so no element keeps more than these.
+KEPT_ATTRIBUTES = frozenset({
+    "href", "src", "rel", "name", "content", "http-equiv", "charset", "id", "class",
+    "role", "hidden", "aria-hidden", "style", "type", "lang",
+})
 
 _LINK_SELECTOR = "a[href], area[href], frame[src], iframe[src], link[href]"
 _C0_AND_SPACE = "".join(chr(c) for c in range(0x21))
@@ -106,6 +178,8 @@ class ParsedHtml:
     nofollow: bool  # meta robots or X-Robots-Tag: follow none of the links
     #: Hostile markup was flattened before parsing (see the module docstring).
     flattened: bool
+    #: Attributes beyond the bounds: all but :data:`KEPT_ATTRIBUTES` were removed.
+    stripped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,25 +189,57 @@ class MarkupStats:
     tags: int
     depth: int  # largest number of elements open at once
     formatting: int  # largest number of formatting elements (b, i, font...) open at once
+    option_pairs: int = 0  # pairs of options within one select, summed over selects
 
     @property
     def hostile(self) -> bool:
         return (self.depth > MAX_DEPTH or self.depth * self.tags > DEPTH_BUDGET
-                or self.formatting * self.tags > FORMATTING_BUDGET)
+                or self.formatting * self.tags > FORMATTING_BUDGET
+                or self.option_pairs > OPTION_BUDGET)
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeStats:
+    """Attribute and name figures (see :func:`scan_attributes`). Figures that were not
+    counted (a short page, or a scan that stopped early) are 0."""
+
+    #: The most attributes found on one element; only counted above
+    #: :data:`MAX_ATTRIBUTES_PER_ELEMENT` (0 when no element has more).
+    most_on_element: int = 0
+    total: int = 0  # attributes on the page
+    chars: int = 0  # characters of attribute text on the page
+    names: int = 0  # distinct attribute names
+    tag_names: int = 0  # distinct tag names
+
+    @property
+    def crowded(self) -> bool:
+        """Attributes must be stripped before parsing."""
+        return (self.most_on_element > MAX_ATTRIBUTES_PER_ELEMENT
+                or self.total > MAX_ATTRIBUTES_PER_PAGE or self.chars > MAX_ATTRIBUTE_CHARS
+                or self.names > MAX_ATTRIBUTE_NAMES)
+
+    @property
+    def hostile(self) -> bool:
+        """The page must be flattened before parsing."""
+        return self.tag_names > MAX_TAG_NAMES
 
 
 class HtmlDocument:
-    """A page ready for extraction: its (possibly flattened) markup, the guard's
-    estimates (None for a page with too few tags to need them), and its trees, each
-    parsed on first use: :attr:`lexbor` (selectolax, for links and directives) and
-    :attr:`tree` (resiliparse, for main-text extraction)."""
+    """A page ready for extraction: its (possibly flattened or stripped) markup, the
+    guard's estimates (``stats`` is None for a page with too few tags to need them),
+    and its trees, each parsed on first use: :attr:`lexbor` (selectolax, for links and
+    directives) and :attr:`tree` (resiliparse, for main-text extraction)."""
 
-    __slots__ = ("_lexbor", "_tree", "flattened", "markup", "stats")
+    __slots__ = ("_lexbor", "_tree", "attributes", "flattened", "markup", "stats",
+                 "stripped")
 
-    def __init__(self, markup: str, stats: MarkupStats | None, flattened: bool) -> None:
+    def __init__(self, markup: str, stats: MarkupStats | None, flattened: bool, *,
+                 attributes: AttributeStats | None = None, stripped: bool = False) -> None:
         self.markup = markup
         self.stats = stats
         self.flattened = flattened
+        self.attributes = attributes
+        self.stripped = stripped
         self._lexbor: LexborHTMLParser | None = None
         self._tree: HTMLTree | None = None
 
@@ -176,32 +282,95 @@ _NO_DEPTH = frozenset({
 _FORMATTING = frozenset({"b", "big", "code", "em", "font", "i", "s", "small", "strike",
                          "strong", "tt", "u"})
 _RAW_TEXT = "script|style|textarea|title|xmp|iframe|noembed|noframes|plaintext"
+
+# Attributes as the HTML tokenizer reads them. Whitespace is HTML's (not Python's \s).
+# An attribute is a name (whose first character may be '=') and an optional value,
+# quoted or not; a quoted value may hold '>' and runs to the end of the page when its
+# quote is not closed. Atomic groups and possessive quantifiers: a failed match never
+# backtracks into an attribute, so every pattern below runs in linear time.
+_WS = "\\t\\n\\f\\r "
+_VALUE = rf"(?:[{_WS}]*+=[{_WS}]*+(?:\"[^\"]*+\"?|'[^']*+'?|[^{_WS}>]*+))?+"
+_ATTR = rf"(?>[^{_WS}/>][^{_WS}/>=]*+{_VALUE})"
+_REGION = rf"(?:[{_WS}/]++|{_ATTR})*+"  # everything between a tag's name and its '>'
+_ATTR_RE = re.compile(_ATTR)
+_ATTR_NAME = re.compile(rf"(?>([^{_WS}/>][^{_WS}/>=]*+){_VALUE})")
+
 # Comments and raw-text elements are consumed whole (a missing end consumes the rest);
-# everything else yields the tag name.
+# everything else yields the tag name and the text of its attributes (on lower-cased
+# text: raw name, its attributes, tag name, its attributes).
 _SCAN = re.compile(
     r"<!--(?:.*?-->|.*)"
-    rf"|<({_RAW_TEXT})(?=[\s/>])(?:.*?</\1|.*)"
-    r"|<(/?[a-z][^\s/>]*)",
+    rf"|<({_RAW_TEXT})(?=[{_WS}/>])({_REGION})(?:.*?</\1|.*)"
+    rf"|<(/?[a-z][^{_WS}/>]*+)({_REGION})",
     re.DOTALL,
 )
+_RAW_NAME, _RAW_ATTRS, _TAG_NAME, _TAG_ATTRS = (itemgetter(i) for i in range(4))
 _SKIP = frozenset(_NO_DEPTH | {"/" + name for name in _NO_DEPTH})
 _FORMATTING_END = frozenset("/" + name for name in _FORMATTING)
+_OPTIONS = frozenset({"option", "optgroup"})
+_SELECT = frozenset({"select", "/select"})
+
+# More than MAX_ATTRIBUTES_PER_ELEMENT attributes: matched on each long attribute text.
+_CROWDED_REGION = re.compile(rf"(?:[{_WS}/]*+{_ATTR}){{{MAX_ATTRIBUTES_PER_ELEMENT + 1}}}")
+# Every tag's attribute text, on a small page (comments and scripts included: a false
+# alarm there only strips attributes).
+_TAG_REGIONS = re.compile(rf"</?[a-zA-Z][^{_WS}/>]*+({_REGION})")
+# <html> and <body> tags: the tree builder merges the attributes of every one of them
+# into the one html or body element.
+_MERGING = re.compile(
+    rf"<([hH][tT][mM][lL]|[bB][oO][dD][yY])(?=[{_WS}/>])({_REGION})")
+_MERGING_NAMES = ("html", "body")
 
 
 def scan_markup(html_text: str) -> MarkupStats:
-    """Estimate tree depth and open formatting elements from the tags, in linear time.
+    """Estimate tree depth, open formatting elements and options per select from the
+    tags, in linear time.
 
     ``tags`` is the number of ``<`` (an upper bound on the tags). The scan stops as soon
-    as the page is known to be hostile, so ``depth`` and ``formatting`` are then lower
-    bounds that already exceed the limits.
+    as the page is known to be hostile, so ``depth``, ``formatting`` and
+    ``option_pairs`` are then lower bounds that already exceed the limits.
     """
     tags = max(html_text.count("<"), 1)
+    return _tag_figures(_SCAN.findall(html_text.lower()), tags)
+
+
+def scan_attributes(html_text: str) -> AttributeStats:
+    """Count attributes and names the way the tokenizer reads them, in linear time.
+
+    ``most_on_element`` is the most attributes of one element (a start or end tag, or
+    all ``<html>`` or all ``<body>`` tags together), counted only above
+    :data:`MAX_ATTRIBUTES_PER_ELEMENT` (0 below). On a page with more than
+    :data:`SCAN_MIN_TAGS` tags the figures come from the same pass as
+    :func:`scan_markup` (comments and the content of raw-text elements not counted),
+    and count distinct tag names, start and end tags apart; a smaller page cannot hold
+    enough of them to matter (0). ``total``, ``chars`` and ``names`` are counted where
+    they can exceed their limits (0 elsewhere): on pages with more than
+    ``2 x MAX_ATTRIBUTE_NAMES`` characters of attribute text, since an attribute takes
+    at least two.
+    """
+    tags = html_text.count("<")
+    if tags > SCAN_MIN_TAGS:
+        return _attribute_figures(_SCAN.findall(html_text.lower()))
+    return _small_page_attributes(html_text)
+
+
+def _tag_figures(found: list[tuple[str, str, str, str]], tags: int) -> MarkupStats:
     depth_limit = min(MAX_DEPTH, DEPTH_BUDGET // tags)
     fmt_limit = FORMATTING_BUDGET // tags
     depth = max_depth = fmt = max_fmt = 0
-    for _raw, tag in _SCAN.findall(html_text.lower()):
-        if not tag or tag in _SKIP:
+    in_select = pairs = 0  # options since the last select start or end; their pairs
+    for _raw, _raw_attrs, tag, _attrs in found:
+        if not tag:
             continue
+        if tag in _SKIP:
+            if tag in _OPTIONS:
+                pairs += in_select
+                in_select += 1
+                if pairs > OPTION_BUDGET:
+                    break
+            continue
+        if tag in _SELECT:
+            in_select = 0
         if tag[0] == "/":
             if depth:
                 depth -= 1
@@ -219,7 +388,121 @@ def scan_markup(html_text: str) -> MarkupStats:
                 max_fmt = fmt
                 if fmt > fmt_limit:
                     break
-    return MarkupStats(tags=tags, depth=max_depth, formatting=max_fmt)
+    return MarkupStats(tags=tags, depth=max_depth, formatting=max_fmt, option_pairs=pairs)
+
+
+def _attribute_figures(found: list[tuple[str, str, str, str]]) -> AttributeStats:
+    if not found:
+        return AttributeStats()
+    names = list(map(_TAG_NAME, found))
+    regions = list(filter(None, map(_RAW_ATTRS, found)))
+    regions += map(_TAG_ATTRS, found)
+    lengths = list(map(len, regions))
+    most = _crowded(regions, lengths)
+    for merging in _MERGING_NAMES:
+        if not most and names.count(merging) > 1:
+            merged = sum(len(_ATTR_RE.findall(row[3])) for row in found if row[2] == merging)
+            most = merged if merged > MAX_ATTRIBUTES_PER_ELEMENT else 0
+    tag_names = len(set(names) | set(map(_RAW_NAME, found))) - 1  # less the "" of comments
+    return _page_wide(regions, lengths, most, tag_names, lower=False)
+
+
+def _small_page_attributes(html_text: str) -> AttributeStats:
+    regions = _TAG_REGIONS.findall(html_text)
+    lengths = list(map(len, regions))
+    most = _crowded(regions, lengths)
+    if not most:
+        merged: dict[str, int] = {}
+        for name, region in _MERGING.findall(html_text):
+            key = name.lower()
+            merged[key] = merged.get(key, 0) + len(_ATTR_RE.findall(region))
+            if merged[key] > MAX_ATTRIBUTES_PER_ELEMENT:
+                most = merged[key]
+                break
+    return _page_wide(regions, lengths, most, 0, lower=True)
+
+
+def _crowded(regions: list[str], lengths: list[int]) -> int:
+    """MAX_ATTRIBUTES_PER_ELEMENT + 1 when one of ``regions`` (attribute texts, of
+    ``lengths``) holds more attributes than that, else 0. An attribute takes at least
+    two characters, so only long texts are tokenized."""
+    longer = 2 * MAX_ATTRIBUTES_PER_ELEMENT
+    if not lengths or max(lengths) <= longer:
+        return 0
+    for region in compress(regions, map(longer.__lt__, lengths)):
+        if _CROWDED_REGION.match(region) is not None:
+            return MAX_ATTRIBUTES_PER_ELEMENT + 1
+    return 0
+
+
+def _page_wide(regions: list[str], lengths: list[int], most: int, tag_names: int, *,
+               lower: bool) -> AttributeStats:
+    """The page-wide figures of ``regions``, every attribute text of the page (to be
+    lower-cased first when ``lower``)."""
+    chars = sum(lengths)
+    if most or chars <= 2 * MAX_ATTRIBUTE_NAMES:  # stripped anyway, or cannot exceed
+        return AttributeStats(most_on_element=most, chars=chars, tag_names=tag_names)
+    # '>' between texts: no attribute holds one outside quotes
+    joined = ">".join(regions)
+    attribute_names = _ATTR_NAME.findall(joined.lower() if lower else joined)
+    return AttributeStats(total=len(attribute_names), chars=chars,
+                          names=len(set(attribute_names)), tag_names=tag_names)
+
+
+# Bogus comments (<!doctype>, <?xml?>, </ x>) end at the first '>'.
+_BOGUS = r"<!--(?:.*?-->|.*)|<[!?][^>]*+>?|</(?![a-zA-Z>])[^>]*+>?"
+# Each match skips the attributes stripping drops and captures the next one it keeps,
+# (text, name); ("", "") at the end. Always matching, so findall stays linear.
+_KEPT_NAME = rf"(?i:{'|'.join(sorted(KEPT_ATTRIBUTES))})(?:[{_WS}/>=]|\Z)"
+_KEEP_SCAN = re.compile(
+    rf"(?:[{_WS}/]++|(?!{_KEPT_NAME}){_ATTR})*+"
+    rf"((?=(?:{_KEPT_NAME}))(?>([^{_WS}/>][^{_WS}/>=]*+){_VALUE}))?", re.ASCII)
+# The last attribute of a tag (the group keeps its last repetition).
+_LAST_ATTR = re.compile(rf"(?:[{_WS}/]++|({_ATTR}))*+")
+_STRIP_SCAN = re.compile(rf"{_BOGUS}|<(/?)([a-zA-Z][^{_WS}/>]*+)({_REGION})", re.DOTALL)
+_RAW_NAMES = frozenset(_RAW_TEXT.split("|"))
+_RAW_END = {name: re.compile(rf"</{name}(?=[{_WS}/>])", re.IGNORECASE)
+            for name in _RAW_NAMES}
+
+
+def strip_attributes(html_text: str) -> str:
+    """Keep only :data:`KEPT_ATTRIBUTES` on start tags (the first of each name) and no
+    attribute on end tags; comments and the content of raw-text elements stay as they
+    are. Linear: one pass, and work per attribute only for tags that have some."""
+    out: list[str] = []
+    done = pos = 0
+    search = _STRIP_SCAN.search
+    while (m := search(html_text, pos)) is not None:
+        pos = m.end()
+        name = m[2]
+        if name is None:  # a comment
+            continue
+        region = m[3]
+        if region:
+            out.append(html_text[done:m.start(3)])
+            out.append(_kept_attributes(region) if not m[1] else "")
+            done = pos
+        raw = name.lower()
+        if not m[1] and raw in _RAW_NAMES:
+            end = _RAW_END[raw].search(html_text, pos)
+            pos = end.start() if end is not None else len(html_text)
+    out.append(html_text[done:])
+    return "".join(out)
+
+
+def _kept_attributes(region: str) -> str:
+    kept: dict[str, str] = {}
+    for full, name in filter(itemgetter(0), _KEEP_SCAN.findall(region)):
+        key = name.lower()
+        if key not in kept:
+            kept[key] = full
+    # a '/' just before '>' makes a self-closing tag (it matters in SVG and MathML),
+    # unless it ends an unquoted value
+    closing = False
+    if region.endswith("/"):
+        last = _LAST_ATTR.match(region)
+        closing = last is None or last.end(1) != len(region)
+    return "".join(" " + attr for attr in kept.values()) + (" /" if closing else "")
 
 
 # Flattening keeps these tags (start and end) verbatim; frame becomes iframe, since a
@@ -244,16 +527,28 @@ def flatten(html_text: str) -> str:
 
 
 def parse_document(html_text: str) -> HtmlDocument:
-    """Prepare ``html_text`` for extraction, flattening it when the guard finds it
-    hostile. The trees are parsed on first use."""
+    """Prepare ``html_text`` for extraction: flatten it when the guard finds its tags
+    hostile, strip its attributes when they are beyond the bounds. The trees are
+    parsed on first use."""
     stats: MarkupStats | None = None
-    flattened = False
-    if html_text.count("<") > SCAN_MIN_TAGS:
-        stats = scan_markup(html_text)
-        flattened = stats.hostile
-        if flattened:
-            html_text = flatten(html_text)
-    return HtmlDocument(html_text, stats, flattened)
+    tags = html_text.count("<")
+    if tags > SCAN_MIN_TAGS:
+        found = _SCAN.findall(html_text.lower())  # one pass for both
+        stats = _tag_figures(found, tags)
+        attributes = _attribute_figures(found)
+        del found
+    else:
+        attributes = _small_page_attributes(html_text)
+    flattened = (stats is not None and stats.hostile) or attributes.hostile
+    if flattened:
+        html_text = flatten(html_text)
+        # flattening removes text, which can join what was text into a kept tag
+        attributes = scan_attributes(html_text)
+    stripped = attributes.crowded
+    if stripped:
+        html_text = strip_attributes(html_text)
+    return HtmlDocument(html_text, stats, flattened, attributes=attributes,
+                        stripped=stripped)
 
 
 # ---------------------------------------------------------------------------------
@@ -279,7 +574,8 @@ def extract(html: str | HtmlDocument, base_url: str, *, x_robots_tag: str | None
     links, truncated, canonical = _links(page, base, max_links, max_url_length)
     return ParsedHtml(base_url=base, title=_title(page), canonical=canonical,
                       links=links, links_truncated=truncated, noindex=directives.noindex,
-                      nofollow=directives.nofollow, flattened=doc.flattened)
+                      nofollow=directives.nofollow, flattened=doc.flattened,
+                      stripped=doc.stripped)
 
 
 def followable_links(parsed: ParsedHtml) -> list[str]:

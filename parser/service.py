@@ -6,22 +6,25 @@ charset, extracts links (honouring <base>, rel=nofollow, meta robots and X-Robot
 and the main text, writes the text as a WARC conversion record, and publishes a
 ParsedPage. An exact duplicate (stored as a revisit) is passed on without parsing, so
 its links are never followed. Any failure on a hostile page ends as a ParsedPage with
-``error`` set: a recorded outcome for that URL, never a crash of the stage.
+``error`` set: a recorded outcome for that URL (parse_error, or parse_timeout when the
+page job ran over its time limit), never a crash of the stage.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import msgspec
 
 from common import urls
+from common.adapters.handling import while_down
 from common.archive import ArchiveWriter, Written, read_response
 from common.messages import FetchOutcome, FetchResult, ParsedPage, RecordPointer, Topic
 from common.metrics import Metrics
-from common.pagework import PageWork, ThreadPageWork, WorkContext
+from common.pagework import PageJobTimeoutError, PageWork, ThreadPageWork, WorkContext
 from common.ports import BlobStore, Bus, Delivery
 from common.settings import Settings
 from common.simhash import simhash64
@@ -32,6 +35,9 @@ from parser.text import main_text
 log = logging.getLogger(__name__)
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# conversion records remembered per response record, so that a page delivered again
+# gets no second one (about 300 bytes each)
+TEXT_MEMORY = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +86,14 @@ class ParserStage:
         self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.parsed = 0
         self.failed = 0
+        # response record (file, offset) -> its conversion record, the most recent ones
+        self._texts: OrderedDict[tuple[str, int], Written] = OrderedDict()
+
+    def _remember_text(self, key: tuple[str, int], written: Written) -> None:
+        self._texts[key] = written
+        self._texts.move_to_end(key)
+        while len(self._texts) > TEXT_MEMORY:
+            self._texts.popitem(last=False)
 
     async def handle(self, delivery: Delivery) -> None:
         result = delivery.message
@@ -88,7 +102,9 @@ class ParserStage:
         if result.outcome is not FetchOutcome.OK or result.record is None:
             return  # the frontier records every other outcome
         page = await self.parse(result, result.record)
-        await self.bus.publish(Topic.PARSED, page.host, page)
+        # parsed and its text archived: a bus outage waits here rather than parse again
+        await while_down(lambda: self.bus.publish(Topic.PARSED, page.host, page),
+                         f"publishing the parse of {page.url}")
 
     async def parse(self, result: FetchResult, record: RecordPointer) -> ParsedPage:
         task = result.task
@@ -101,13 +117,18 @@ class ParserStage:
         try:
             # one hop to a worker for the whole page: each hop costs the event loop a
             # wake-up, and these steps always run together
+            # a page delivered again (a retry, a redelivery after a rebalance) keeps the
+            # conversion record written the first time: one per response record
+            key = (record.file, record.offset)
             found, text_written, simhash, elapsed = await self.work.run(
-                parse_job, result, record)
+                parse_job, result, record, text_written=self._texts.get(key))
+            self._remember_text(key, text_written)
         except Exception as exc:  # a hostile page must end as a recorded outcome
             self.failed += 1
             self.metrics.parser.parse_failures.inc()
             log.warning("parse failed for %s: %s", task.url, exc)
-            return msgspec.structs.replace(base, error=f"{type(exc).__name__}: {exc}")
+            return msgspec.structs.replace(base, error=f"{type(exc).__name__}: {exc}",
+                                           timed_out=isinstance(exc, PageJobTimeoutError))
         self.parsed += 1
         pm = self.metrics.parser
         pm.pages_parsed.inc()
@@ -121,11 +142,14 @@ class ParserStage:
             nofollow=found.nofollow)
 
 
-def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer
+def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
+              text_written: Written | None = None
               ) -> tuple[Extracted, Written, int | None, float]:
     """Page work: read the stored response, analyse it, write its text record and
     fingerprint the text. Returns the analysis, the text record, the SimHash (None for
-    a text without words) and the seconds spent reading and analysing."""
+    a text without words) and the seconds spent reading and analysing. With
+    ``text_written`` (the page's conversion record from an earlier delivery) no text
+    record is written again."""
     task = result.task
     started = time.perf_counter()
     stored = ctx.recall(record) or read_response(ctx.blobs, record)
@@ -135,9 +159,10 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer
                     product_token=ctx.settings.crawl.user_agent_product,
                     tracking=ctx.tracking)
     elapsed = time.perf_counter() - started
-    text_written = ctx.archive.write_text(
-        url=task.url, text=found.text, fetched_at=result.fetched_at,
-        refers_to_record_id=stored.record_id)
+    if text_written is None:
+        text_written = ctx.archive.write_text(
+            url=task.url, text=found.text, fetched_at=result.fetched_at,
+            refers_to_record_id=stored.record_id)
     simhash = simhash64(found.text) if found.text.strip() else None
     return found, text_written, simhash, elapsed
 

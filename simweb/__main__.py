@@ -7,7 +7,12 @@
     python -m simweb seeds --scenario seed --port 8081   # the seed URLs, one a line
 
 When serving, the first line on stdout is JSON with the port, the DNS port and the seed
-URLs; the server runs until SIGINT or SIGTERM.
+URLs; the server runs until SIGINT or SIGTERM, or, with ``--exit-with HOST:PORT``, until
+that address, once it answered, stops answering for a few seconds (exit code 3). The
+compose demo uses it: each simulated web lives in a fetcher container's network
+namespace, and when that container restarts (a crash, SIGKILL) it gets a new namespace;
+the web notices that the fetcher's metrics port is gone from its old one and exits, and
+its restart policy starts it again in the new one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import contextlib
 import json
 import signal
 import sys
+from typing import Any
 
 from simweb.model import ScenarioError, dump_scenario
 from simweb.scenarios import build_features, build_seed, load
@@ -41,10 +47,42 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dns-port", type=int, default=0, help="UDP port of the responder")
     parser.add_argument("--max-stall", type=float, default=30.0,
                         help="longest delay, hang or drip of one answer (seconds)")
+    parser.add_argument("--exit-with", metavar="HOST:PORT",
+                        help="exit (code 3) when this TCP address, once it answered, "
+                             "stops answering for MISSES checks a second apart")
+    parser.add_argument("--misses", type=int, default=3, help=argparse.SUPPRESS)
     return parser
 
 
-async def _serve(args: argparse.Namespace) -> None:
+EXIT_PARTNER_GONE = 3
+
+
+async def _answers(host: str, port: int) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+async def _watch(address: str, misses: int) -> None:
+    """Return once ``address`` answered at least once and then missed ``misses`` checks."""
+    host, _, port = address.rpartition(":")
+    armed, missed = False, 0
+    while True:
+        if await _answers(host.strip("[]"), int(port)):
+            armed, missed = True, 0
+        elif armed:
+            missed += 1
+            if missed >= misses:
+                return
+        await asyncio.sleep(1.0)
+
+
+async def _serve(args: argparse.Namespace) -> int:
     web = SimWeb(load(args.scenario), port=args.port, host=args.host, dns=args.dns,
                  dns_port=args.dns_port, max_stall=args.max_stall)
     stop = asyncio.Event()
@@ -56,9 +94,20 @@ async def _serve(args: argparse.Namespace) -> None:
         info = {"port": web.port, "dns_port": web.dns_port if args.dns else None,
                 "seeds": web.seed_urls(), "resolve": web.resolve_entries()}
         print(json.dumps(info), flush=True)
-        await stop.wait()
+        waits: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
+        if args.exit_with:
+            waits.append(asyncio.create_task(_watch(args.exit_with, args.misses)))
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        gone = not stop.is_set()
     counts = web.log.counts_by_host()
     print(json.dumps({"requests": counts}), file=sys.stderr, flush=True)
+    if gone:
+        print(f"simweb: {args.exit_with} stopped answering; exiting", file=sys.stderr,
+              flush=True)
+        return EXIT_PARTNER_GONE
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
             site = Site(load(args.name or args.scenario), port=args.port or None)
             print("\n".join(site.seed_urls()))
             return 0
-        asyncio.run(_serve(args))
+        if args.exit_with:
+            _, sep, port = args.exit_with.rpartition(":")
+            if not sep or not port.isdigit():
+                raise ValueError(f"--exit-with {args.exit_with!r}: expected HOST:PORT")
+        return asyncio.run(_serve(args))
     except ScenarioError as exc:
         print(f"simweb: {exc}", file=sys.stderr)
         return 2

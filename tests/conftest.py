@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.servers_source import Servers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,3 +52,45 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
         elif "integration" in parts:
             item.add_marker(pytest.mark.integration)
+
+
+# Integration tests that need no Kafka or Cassandra (the compose test brings its own;
+# the helm install test needs scripts/kube's API server instead).
+NO_SERVERS = {"test_deploy.py", "test_compose.py", "test_helm_install.py"}
+
+
+def _needs_servers(item: pytest.Item) -> bool:
+    return (item.get_closest_marker("integration") is not None
+            and Path(str(item.fspath)).name not in NO_SERVERS)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def integration_servers(request: pytest.FixtureRequest) -> Iterator[Servers | None]:
+    """Kafka and Cassandra for the integration tests: scripts/servers' (or the ones the
+    environment names) or testcontainers' (``CRAWLER_TEST_SERVERS``; tests/servers_source.py).
+
+    Started once, and only when the run selects a test that needs them; testcontainers'
+    addresses are exported as the variables the tests read, and restored afterwards.
+    """
+    if not any(_needs_servers(item) for item in request.session.items):
+        yield None
+        return
+    from tests import servers_source
+
+    with contextlib.ExitStack() as stack:
+        try:
+            found = stack.enter_context(servers_source.servers())
+        except servers_source.ServersError as exc:
+            pytest.exit(f"integration servers: {exc}", returncode=1)
+        # local: the tests read the same variables and defaults themselves
+        exported = found.env() if found.source == "docker" else {}
+        saved = {name: os.environ.get(name) for name in exported}
+        os.environ.update(exported)
+        try:
+            yield found
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

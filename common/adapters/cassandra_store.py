@@ -25,7 +25,8 @@ Tables (partition key in double parentheses):
   the buckets of one status; :meth:`count_urls` reads them all (cost: hosts x statuses,
   not URLs).
 - ``hosts ((host))``, ``robots ((origin))``, ``content ((content_hash))``,
-  ``simhash_blocks ((block_key), url)`` -> ``simhash``.
+  ``simhash_blocks ((block_key), url)`` -> ``simhash``, ``seed_roots ((domain), host,
+  path)`` (the seeds as the crawl scope knows them; one partition per registered domain).
 
 Writes to url_state and the four derived tables. Each host has a single writer (its
 frontier owner), so there are no lightweight transactions on this path: a write reads the
@@ -98,7 +99,11 @@ from cassandra import (
     UnresolvableContactPoints,
 )
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
-from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.policies import (
+    ConstantReconnectionPolicy,
+    DCAwareRoundRobinPolicy,
+    TokenAwarePolicy,
+)
 from cassandra.query import (
     UNSET_VALUE,
     BatchStatement,
@@ -107,6 +112,7 @@ from cassandra.query import (
     tuple_factory,
 )
 
+from common.adapters.handling import DEPENDENCIES, STORE, dependency_down, describe
 from common.adapters.int64 import to_signed, to_unsigned
 from common.adapters.rowcodec import RowCodec
 from common.adapters.sqlite_store import SchemaError
@@ -115,6 +121,7 @@ from common.ports import (
     CrawlControl,
     HostState,
     RobotsRecord,
+    SeedRoot,
     UrlState,
     decode_control,
     encode_control,
@@ -140,8 +147,11 @@ _ROW_BYTES = 320  # estimated data of one new row and its entries, besides its t
 _REPLACE_BYTES = 400  # more for a replaced row: cleared columns, deleted entries
 _IN_ROWS = 100  # clustering keys per "url IN ?" read
 _LWT_ATTEMPTS = 6
+RECONNECT_SECONDS = 1.0  # how often the driver tries a node that is down
 
-_KEYSPACE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
+# lower case only: Cassandra folds unquoted names to lower case, so a keyspace created
+# as krunA is krunA's lower-case twin, and looking it up as krunA finds nothing
+_KEYSPACE_RE = re.compile(r"[a-z][a-z0-9_]{0,47}")
 _TABLE_ID_NAMESPACE = uuid.UUID("0f5c6a52-5e0a-4c1e-9a53-2b1f8f0d6c11")
 
 _QUEUED = str(UrlStatus.QUEUED)
@@ -215,6 +225,8 @@ TABLES: tuple[_Table, ...] = (
     _Table("simhash_blocks", {"block_key": "bigint", "url": "text", "simhash": "bigint"},
            "((block_key), url)"),
     _Table("control", {"name": "text", "value": "text"}, "(name)"),
+    _Table("seed_roots", {"domain": "text", "host": "text", "path": "text"},
+           "((domain), host, path)"),
 )
 _TABLES = {t.name: t for t in TABLES}
 
@@ -334,7 +346,8 @@ class CassandraStateStore:
         keyspace = settings.keyspace.strip()
         if not _KEYSPACE_RE.fullmatch(keyspace):
             raise ValueError(f"CRAWLER_STORE_KEYSPACE: {settings.keyspace!r} is not a valid "
-                             "keyspace name (a letter, then letters, digits or _; at most 48)")
+                             "keyspace name (a lower-case letter, then lower-case letters, "
+                             "digits or _; at most 48)")
         if not settings.cassandra_hosts:
             raise ValueError("CRAWLER_STORE_CASSANDRA_HOSTS: no contact points")
         self.settings = settings
@@ -403,6 +416,11 @@ class CassandraStateStore:
                                   execution_profiles={EXEC_PROFILE_DEFAULT: profile},
                                   # without it, requests over a few KiB wait ~40 ms (Nagle)
                                   sockopts=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                                  # a node that comes back is used again within about
+                                  # a second, not after the default's growing wait
+                                  # (up to 10 min)
+                                  reconnection_policy=ConstantReconnectionPolicy(
+                                      RECONNECT_SECONDS),
                                   max_schema_agreement_wait=30)
                 session = await asyncio.to_thread(cluster.connect)
             except (NoHostAvailable, UnresolvableContactPoints, OperationTimedOut,
@@ -527,6 +545,9 @@ class CassandraStateStore:
             "list_hosts": (f"SELECT {_HOSTS.select} FROM {ks}.hosts", self._read),
             "put_control": (insert("control", ("name", "value")), self._write),
             "get_control": (f"SELECT value FROM {ks}.control WHERE name = ?", self._read),
+            "seed_root_put": (insert("seed_roots", ("domain", "host", "path")), self._write),
+            "seed_roots_get": (f"SELECT domain, host, path FROM {ks}.seed_roots "
+                               "WHERE domain = ?", self._read),
             "put_robots": (insert("robots", _ROBOTS.columns), self._write),
             "get_robots": (f"SELECT {_ROBOTS.select} FROM {ks}.robots WHERE origin = ?",
                            self._read),
@@ -608,7 +629,15 @@ class CassandraStateStore:
                     loop.call_soon_threadsafe(settle, exc, True)
 
             future.add_callbacks(on_result, on_error)
-            return await done
+            try:
+                result = await done
+            except Exception as exc:
+                if dependency_down(exc) == STORE:
+                    DEPENDENCIES.down(STORE, describe(exc))  # /readyz: not ready
+                raise
+            if DEPENDENCIES.is_down(STORE):
+                DEPENDENCIES.up(STORE)  # a request succeeded: Cassandra is back
+            return result
 
     def _bind(self, name: str, params: Sequence[Any]) -> Any:
         if self._session is None:
@@ -924,6 +953,18 @@ class CassandraStateStore:
 
     async def put_control(self, row: CrawlControl) -> None:
         await self._query("put_control", ("crawl", encode_control(row)))
+
+    # ------------------------------------------------------------- seed roots
+
+    async def add_seed_roots(self, rows: Sequence[SeedRoot]) -> None:
+        """Record seed roots; a root recorded again is harmless (an upsert)."""
+        for chunk in _chunks(list(dict.fromkeys(rows)), _IN_ROWS):
+            await asyncio.gather(*(self._query("seed_root_put", (r.domain, r.host, r.path))
+                                   for r in chunk))
+
+    async def seed_roots(self, domain: str) -> list[SeedRoot]:
+        return [SeedRoot(domain=d, host=h, path=p)
+                for d, h, p in await self._all_rows("seed_roots_get", (domain,))]
 
     # ----------------------------------------------------------------- robots
 

@@ -14,8 +14,10 @@ How it behaves:
   host, the value the message encoded with :func:`common.messages.encode`.
 - **Publishing.** ``publish`` returns when the broker has acknowledged the message
   (``acks=all``, idempotent producer); it raises :class:`KafkaBusError` when delivery
-  fails or times out (``delivery_timeout``). A dedicated thread serves the producer's
-  delivery reports; the event loop never blocks on the client.
+  fails or times out (``delivery_timeout``), :class:`KafkaPublishRejectedError` (a
+  subclass) when the error is one that sending the same message again cannot cure. A
+  dedicated thread serves the producer's delivery reports; the event loop never blocks
+  on the client.
 - **Consuming.** ``consume`` joins the consumer group ``{group_prefix}-{group}`` (range
   assignment, so co-partitioned topics give a consumer the same partition numbers). A
   thread polls Kafka and hands messages to the event loop, where ``concurrency``
@@ -32,8 +34,16 @@ How it behaves:
   up to ``max_retry_backoff``) before the next message of its key. After
   ``max_delivery_attempts`` failures a :class:`~common.messages.DeadLetter` with the
   error goes to the dead-letter topic (same key) and the message counts as handled.
-  Bytes that do not decode as the topic's message type are dead-lettered at once. A dead
-  letter that itself fails is dropped (logged), never re-lettered.
+  Bytes that do not decode as the topic's message type (numbers out of range included)
+  are dead-lettered at once. A dead letter carries the original bytes compactly and
+  bounded (:func:`common.messages.dead_letter`), so it fits in Kafka's default message
+  limit however the bytes escape in JSON. Publishing a dead letter is retried (with
+  back-off, until the partition is revoked) while the error may pass; an error that
+  will not (:data:`PERMANENT_PUBLISH_ERRORS`, e.g. a broker whose message limit is
+  lower still) is not: the letter is sent once more without its payload (size, digest
+  and error only), and if that is refused too it is logged, counted
+  (``crawler_bus_dead_letters_dropped_total``) and dropped, and the consumer moves on.
+  A dead letter that itself fails is dropped (logged), never re-lettered.
 - **Rebalances.** ``on_assign`` is awaited with the partition numbers this consumer owns
   whenever they change: after every assignment, before any message of it is handled,
   and after a revocation, before the partitions go to another consumer. On revocation
@@ -70,6 +80,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import threading
 import time
 from collections import deque
@@ -83,14 +94,22 @@ from confluent_kafka import Message as KafkaMessage
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from common.adapters.handling import call_handler, describe
+from common.adapters.handling import (
+    BUS,
+    DEPENDENCIES,
+    MAX_OUTAGE_BACKOFF,
+    call_handler,
+    dependency_down,
+    describe,
+    outage_backoff,
+)
 from common.adapters.offset_tracker import OffsetTracker
 from common.messages import (
     TOPIC_TYPES,
-    DeadLetter,
     Message,
     MessageError,
     Topic,
+    dead_letter,
     decode_topic,
     encode,
 )
@@ -99,7 +118,8 @@ from common.ports import AssignCallback, Delivery, Handler
 from common.ring import HostRing
 from common.settings import BusSettings
 
-__all__ = ["KafkaBus", "KafkaBusError", "consumer_lag"]
+__all__ = ["PERMANENT_PUBLISH_ERRORS", "KafkaBus", "KafkaBusError", "KafkaPublishRejectedError",
+           "consumer_lag"]
 
 log = logging.getLogger(__name__)
 client_log = logging.getLogger(__name__ + ".rdkafka")  # librdkafka's own log lines
@@ -110,6 +130,38 @@ _PAUSED_POLL_SECONDS = 0.01
 
 class KafkaBusError(RuntimeError):
     """Kafka did not answer, refused a request or lost a message; the text says which."""
+
+
+class KafkaPublishRejectedError(KafkaBusError):
+    """Kafka refused a message for good (:data:`PERMANENT_PUBLISH_ERRORS`): the same
+    bytes will be refused again. ``code`` is the :class:`KafkaError` code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# Produce errors about the message itself that no retry cures: librdkafka's own check
+# against message.max.bytes and the broker's (both MSG_SIZE_TOO_LARGE), a batch over
+# the broker's limit, a record the broker refuses (InvalidRecordException) or whose
+# timestamp it refuses, and a message librdkafka cannot build. Not here: INVALID_MSG
+# (CORRUPT_MESSAGE, a CRC mismatch on the way, which Kafka marks retriable and
+# librdkafka retries), timeouts and broker or leader changes, which pass; and
+# authorization or configuration errors, which no single message causes.
+PERMANENT_PUBLISH_ERRORS = frozenset({
+    KafkaError.MSG_SIZE_TOO_LARGE,
+    KafkaError.RECORD_LIST_TOO_LARGE,
+    KafkaError.INVALID_RECORD,
+    KafkaError.INVALID_TIMESTAMP,
+    KafkaError._BAD_MSG,
+})
+
+
+def _publish_error(name: str, bootstrap: str, error: KafkaError) -> KafkaBusError:
+    text = f"publish to {name} at {bootstrap} failed: {error.str()}"
+    if error.code() in PERMANENT_PUBLISH_ERRORS:
+        return KafkaPublishRejectedError(text, error.code())
+    return KafkaBusError(text)
 
 
 def _decode_key(raw: bytes | str | None) -> str:
@@ -145,9 +197,37 @@ def _log_client_error(error: KafkaError) -> None:
         level = logging.ERROR
     elif error.code() == KafkaError._ALL_BROKERS_DOWN:
         level = logging.WARNING
+        DEPENDENCIES.down(BUS, error.str())  # /readyz: not ready until Kafka answers
     else:
         level = logging.DEBUG
     client_log.log(level, "kafka client error: %s", error.str())
+
+
+class _OncePer(logging.Filter):
+    """Let one of each kind of line through per ``seconds`` (digits do not count), so
+    an outage logs that the client cannot connect, not every reconnect attempt."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.last: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.CRITICAL:
+            return True
+        kind = re.sub(r"\d+", "#", record.getMessage())[:200]
+        now = time.monotonic()
+        with self.lock:
+            if now - self.last.get(kind, -self.seconds) < self.seconds:
+                return False
+            if len(self.last) > 1000:
+                self.last.clear()
+            self.last[kind] = now
+        return True
+
+
+client_log.addFilter(_OncePer(30.0))
 
 
 def _quiet(error: KafkaError) -> None:
@@ -311,7 +391,10 @@ class KafkaBus:
 
     def _base_config(self) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap, "client.id": self.client_id,
-                "logger": client_log, "error_cb": _log_client_error}
+                "logger": client_log, "error_cb": _log_client_error,
+                # a broker that comes back is found within a second, not after
+                # librdkafka's default growing wait (up to 10 s)
+                "reconnect.backoff.max.ms": 1000}
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -532,8 +615,7 @@ class KafkaBus:
         name = self._names[topic]
 
         def delivered(error: KafkaError | None, _msg: KafkaMessage) -> None:
-            failure = None if error is None else KafkaBusError(
-                f"publish to {name} at {self.bootstrap} failed: {error.str()}")
+            failure = None if error is None else _publish_error(name, self.bootstrap, error)
             _call_in_loop(loop, _resolve, future, failure)
 
         partition = self.partition_of(topic, key)
@@ -549,9 +631,14 @@ class KafkaBus:
                                         f"for {self.delivery_timeout:g} s") from None
                 await asyncio.sleep(0.01)
             except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError):
+                    raise _publish_error(name, self.bootstrap, error) from None
                 raise KafkaBusError(f"publish to {name} at {self.bootstrap} failed: "
                                     f"{_kafka_text(exc)}") from None
         await future
+        if DEPENDENCIES.is_down(BUS):
+            DEPENDENCIES.up(BUS)  # the broker acknowledged: Kafka is back
         if self._metrics is not None:
             self._metrics.count_published(topic)
 
@@ -614,15 +701,30 @@ class KafkaBus:
             log.error("a dead letter could not be handled; dropped",
                       extra={"topic": record.topic.value, "key": record.key, "error": error})
             return True
-        letter = DeadLetter(topic=record.topic.value, key=record.key,
-                            payload=record.value.decode("utf-8", "replace"),
-                            error=error, attempts=attempts)
+        letter = dead_letter(record.topic.value, record.key, record.value, error, attempts)
+        context = {"topic": record.topic.value, "key": record.key,
+                   "partition": record.part.partition, "offset": record.offset}
         failures = 0
         while True:
             try:
                 await self.publish(Topic.DEAD_LETTER, record.key, letter)
                 if self._metrics is not None:
                     self._metrics.count_dead_lettered(record.topic)
+                return True
+            except KafkaPublishRejectedError as exc:
+                if letter.payload:  # once more with only the size and digest
+                    log.warning("Kafka refused a dead letter; sending it without its "
+                                "payload", extra=context | {"error": str(exc),
+                                                            "size": letter.size,
+                                                            "digest": letter.digest})
+                    letter = dead_letter(record.topic.value, record.key, record.value,
+                                         error, attempts, limit=0)
+                    continue
+                log.error("Kafka refused a dead letter for good; dropped",
+                          extra=context | {"error": str(exc), "size": letter.size,
+                                           "digest": letter.digest})
+                if self._metrics is not None:
+                    self._metrics.count_dead_letter_dropped(record.topic)
                 return True
             except KafkaBusError as exc:
                 failures += 1
@@ -874,20 +976,40 @@ class _Consumption:
             return
         metrics = bus._metrics
         attempt = 1
+        outage = 0  # failures in a row because a dependency was down (not counted)
+        down: set[str] = set()
+        # while Kafka or Cassandra is down, a new message waits (consumption pauses);
+        # the messages already failing try again with back-off and find out when it
+        # is back
+        await DEPENDENCIES.wait_healthy(MAX_OUTAGE_BACKOFF)
         while True:
             if record.part.revoked:
                 return  # the partition's next owner handles it
             delivery = Delivery(topic=record.topic, key=record.key, message=message,
                                 partition=record.part.partition, offset=record.offset,
                                 attempt=attempt)
-            if metrics is not None and attempt == 1:
+            if metrics is not None and attempt == 1 and not outage:
                 metrics.count_consumed(record.topic)
             error = await call_handler(self.handler, delivery)
             if error is None:
+                for name in down:
+                    DEPENDENCIES.up(name)
                 self._ack(record)
                 return
             if metrics is not None:
                 metrics.count_handler_error(record.topic)
+            dependency = dependency_down(error)
+            if dependency is not None:
+                # not the message's fault: wait for the dependency, same message
+                outage += 1
+                down.add(dependency)
+                DEPENDENCIES.down(dependency, describe(error))
+                log.log(logging.WARNING if outage == 1 else logging.DEBUG,
+                        "handler failed because %s is down; waiting", dependency,
+                        extra=context | {"error": describe(error), "tries": outage})
+                await asyncio.sleep(outage_backoff(outage))
+                continue
+            outage = 0
             if attempt >= bus.max_delivery_attempts:
                 log.error("message failed %d times; sent to dead letters", attempt,
                           extra=context | {"error": describe(error)})
@@ -918,7 +1040,11 @@ class _Consumption:
                                on_assign=self._on_assign, on_revoke=self._on_revoke,
                                on_lost=self._on_lost)
             last_commit = time.monotonic()
+            last_probe = 0.0
             while not self.stopping.is_set():
+                if DEPENDENCIES.is_down(BUS) and time.monotonic() - last_probe >= 1.0:
+                    self._probe(consumer)
+                    last_probe = time.monotonic()
                 self._flow_control(consumer)
                 self._read(consumer)
                 if time.monotonic() - last_commit >= self.bus.commit_interval:
@@ -988,6 +1114,14 @@ class _Consumption:
             consumer.pause(consumer.assignment())
             self.paused = True
 
+    def _probe(self, consumer: Consumer) -> None:
+        """While Kafka is reported down: does a broker answer metadata again?"""
+        try:
+            consumer.list_topics(timeout=1.0)
+        except KafkaException:
+            return
+        DEPENDENCIES.up(BUS)
+
     def _read(self, consumer: Consumer) -> None:
         # While paused, look at the loop's progress often so reading resumes soon.
         first = consumer.poll(_PAUSED_POLL_SECONDS if self.paused else _POLL_SECONDS)
@@ -1004,8 +1138,15 @@ class _Consumption:
             if problem is not None:
                 if problem.fatal():
                     raise KafkaException(problem)
-                log.warning("consumer error: %s", problem, extra={"group": self.group})
+                if dependency_down(KafkaException(problem)) is not None:
+                    # logged once by DEPENDENCIES, not on every poll of the outage
+                    DEPENDENCIES.down(BUS, problem.str())
+                    log.debug("consumer error: %s", problem, extra={"group": self.group})
+                else:
+                    log.warning("consumer error: %s", problem, extra={"group": self.group})
                 continue
+            if DEPENDENCIES.is_down(BUS):
+                DEPENDENCIES.up(BUS)  # a message arrived: Kafka is back
             name, partition, offset = msg.topic(), msg.partition(), msg.offset()
             if name is None or partition is None or offset is None:
                 continue

@@ -4,7 +4,9 @@ How it behaves, and where it differs from Kafka:
 
 - **Serialization.** Every message is encoded to bytes on :meth:`MemoryBus.publish` and
   decoded on delivery, exactly as over Kafka; bytes that do not decode as the topic's
-  message type go straight to the dead-letter topic.
+  message type (numbers out of range included) go straight to the dead-letter topic.
+  A dead letter carries the original bytes as :func:`common.messages.dead_letter`
+  packs them (text or base64, cut to a bounded size, with their size and digest).
 - **Partitions.** ``partition_of(topic, key)`` is ``partitioner(key)``, the same for
   every topic (topics are co-partitioned). The default partitioner is
   ``zlib.crc32(key) % partitions``, stable across processes; pass
@@ -62,10 +64,10 @@ import msgspec
 from common.adapters.handling import call_handler, describe
 from common.messages import (
     TOPIC_TYPES,
-    DeadLetter,
     Message,
     MessageError,
     Topic,
+    dead_letter,
     decode_topic,
     encode,
 )
@@ -365,9 +367,7 @@ class MemoryBus:
         counters.dead_lettered += 1
         if self._metrics is not None:
             self._metrics.count_dead_lettered(entry.topic)
-        letter = DeadLetter(topic=entry.topic.value, key=entry.key,
-                            payload=entry.payload.decode("utf-8", "replace"),
-                            error=error, attempts=attempts)
+        letter = dead_letter(entry.topic.value, entry.key, entry.payload, error, attempts)
         self._append(Topic.DEAD_LETTER, entry.key, encode(letter))
 
     # ------------------------------------------------------------------ lifecycle

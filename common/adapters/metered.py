@@ -16,7 +16,14 @@ from collections.abc import Sequence
 
 from common.messages import RecordPointer, UrlStatus
 from common.metrics import StoreMetrics
-from common.ports import CrawlControl, HostState, RobotsRecord, StateStore, UrlState
+from common.ports import (
+    CrawlControl,
+    HostState,
+    RobotsRecord,
+    SeedRoot,
+    StateStore,
+    UrlState,
+)
 
 __all__ = ["MeteredStateStore"]
 
@@ -114,6 +121,15 @@ class MeteredStateStore:
     async def put_control(self, row: CrawlControl) -> None:
         with self._metrics.time("put_control"):
             await self._inner.put_control(row)
+
+    # seeds as the crawl scope knows them
+    async def add_seed_roots(self, rows: Sequence[SeedRoot]) -> None:
+        with self._metrics.time("add_seed_roots"):
+            await self._inner.add_seed_roots(rows)
+
+    async def seed_roots(self, domain: str) -> list[SeedRoot]:
+        with self._metrics.time("seed_roots"):
+            return await self._inner.seed_roots(domain)
 
     # robots.txt cache
     async def get_robots(self, origin: str) -> RobotsRecord | None:

@@ -8,6 +8,7 @@ Tables mirror the cluster data model (see the design's Data section):
 - ``robots`` (origin) -> :class:`~common.ports.RobotsRecord`;
 - ``content`` (content_hash) -> the first (url, record) that held a body;
 - ``simhash_blocks`` (key, url) -> simhash, for near-duplicate candidates;
+- ``seed_roots`` (domain, host, path): the seeds as the crawl scope knows them;
 - ``url_counts`` (status, reason) -> number of url_state rows, kept by triggers;
 - ``meta`` (name) -> integer counters (the next discovery sequence number);
 - ``schema_version``: one row, the schema's version, for later migrations.
@@ -57,6 +58,7 @@ from common.ports import (
     CrawlControl,
     HostState,
     RobotsRecord,
+    SeedRoot,
     UrlState,
     decode_control,
     encode_control,
@@ -171,6 +173,12 @@ CREATE TABLE IF NOT EXISTS simhash_blocks (
     url TEXT NOT NULL,
     simhash INTEGER NOT NULL,
     PRIMARY KEY (key, url)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS seed_roots (
+    domain TEXT NOT NULL,
+    host TEXT NOT NULL,
+    path TEXT NOT NULL,
+    PRIMARY KEY (domain, host, path)
 ) WITHOUT ROWID;
 """
 
@@ -591,6 +599,27 @@ class SqliteStateStore:
         await self._run(self._put_sync, "INSERT INTO control (name, value) VALUES ('crawl', ?) "
                         "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                         (encode_control(row),))
+
+    # ---------------------------------------------------------------- seed roots
+
+    async def add_seed_roots(self, rows: Sequence[SeedRoot]) -> None:
+        """Record seed roots; a root recorded again is harmless."""
+        if rows:
+            await self._run(self._add_seed_roots_sync,
+                            [(r.domain, r.host, r.path) for r in rows])
+
+    def _add_seed_roots_sync(self, rows: list[tuple[str, str, str]]) -> None:
+        with self._transaction() as db:
+            db.executemany("INSERT INTO seed_roots (domain, host, path) VALUES (?, ?, ?) "
+                           "ON CONFLICT (domain, host, path) DO NOTHING", rows)
+
+    async def seed_roots(self, domain: str) -> list[SeedRoot]:
+        return await self._run(self._seed_roots_sync, domain)
+
+    def _seed_roots_sync(self, domain: str) -> list[SeedRoot]:
+        return [SeedRoot(domain=d, host=h, path=p) for d, h, p in self._db.execute(
+            "SELECT domain, host, path FROM seed_roots WHERE domain = ? ORDER BY host, path",
+            (domain,))]
 
     # -------------------------------------------------------------------- robots
 

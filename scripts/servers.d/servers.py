@@ -18,6 +18,18 @@ Environment:
   KAFKA_BOOTSTRAP, CASSANDRA_HOSTS: existing servers to use; ``start`` then leaves that
       server alone and only checks that it answers
   SERVERS_START_TIMEOUT (180 s), SERVERS_STOP_TIMEOUT (Kafka 30 s, Cassandra 60 s), JAVA_HOME
+  SERVERS_VAR (var/): where data, logs, rendered configuration and PID files go; with
+      other ports, a second pair of servers runs beside the first
+
+Ready means that clients can do their work, not just that the port answers. For Kafka:
+the broker answers metadata, a probe topic (``servers-ready-probe``, kept) takes a
+message, a consumer group of its own joins, gets the topic's partition assigned, reads
+the message and commits its offset, and the group coordinator of every partition of
+``__consumer_offsets`` answers an offset fetch (right after a start, a coordinator
+answers "Coordinator load in progress" until it has loaded its partition, and a group
+that hashes there cannot join meanwhile). Each check takes at most 20 s; ``start`` checks
+again until SERVERS_START_TIMEOUT and then fails naming the step that was not ready.
+For Cassandra: a CQL session reads system.local.
 """
 
 from __future__ import annotations
@@ -38,11 +50,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CACHE = ROOT / ".cache" / "servers"
-VAR = ROOT / "var"
+# SERVERS_VAR: another folder for data, logs and PID files, so a second pair of servers
+# (other ports too) can run beside the usual one, e.g. for tests that kill them
+VAR = Path(os.environ.get("SERVERS_VAR", "").strip() or ROOT / "var").resolve()
 
 KAFKA_VERSION = "4.1.2"
 CASSANDRA_VERSION = "5.0.9"
@@ -187,6 +202,10 @@ class Server:
     default_stop_timeout: float
     # where each log file ended before this start: failures show only what follows
     log_offsets: dict[Path, int] = field(default_factory=dict)
+    # why the last readiness check said "not ready" (None: it did not say)
+    problem: str | None = None
+    # when wait_ready gives up (time.monotonic()); a readiness check stops by then
+    deadline: float | None = None
 
     # -- paths
     @property
@@ -223,7 +242,8 @@ class Server:
         return []
 
     def ready(self, host: str, port: int) -> str | None:
-        """A short description of the running server, or None while it does not answer."""
+        """A short description of the running server, or None while it is not ready (then
+        ``problem`` may say why)."""
         raise NotImplementedError
 
     def ports(self) -> str:
@@ -337,13 +357,18 @@ class Server:
                    started: float) -> None:
         host, port = self.endpoint()
         deadline = started + timeout
+        self.deadline = deadline
+        self.problem = None
         while True:
             if proc is not None and proc.poll() is not None:
                 self.pid_file.unlink(missing_ok=True)
                 raise ServerError(
                     f"{self.name}: exited with code {proc.returncode} before it was ready.\n"
                     f"{self.log_tail()}")
-            info = self.ready(host, port) if port_open(host, port) else None
+            if port_open(host, port):
+                info = self.ready(host, port)
+            else:
+                info, self.problem = None, f"nothing listens on {host}:{port}"
             if info:
                 pid = proc.pid if proc is not None else (
                     None if self.external() else self.running_pid())
@@ -355,8 +380,9 @@ class Server:
             if time.monotonic() > deadline:
                 if proc is not None:
                     self.stop()
+                last = f" (last check: {self.problem})" if self.problem else ""
                 raise ServerError(f"{self.name}: not ready on {host}:{port} within "
-                                  f"{timeout:.0f} s.\n{self.log_tail()}")
+                                  f"{timeout:.0f} s{last}.\n{self.log_tail()}")
             time.sleep(0.5)
 
     def log_files(self) -> list[Path]:
@@ -409,7 +435,12 @@ class Server:
             f"pid {pid}" if pid else "not started here")
         rss = rss_mib(pid) if pid else None
         mem = f", rss {rss:.0f} MiB" if rss is not None else ""
-        state = f"ready on {host}:{port} ({info})" if info else f"not answering on {host}:{port}"
+        if info:
+            state = f"ready on {host}:{port} ({info})"
+        elif self.problem and port_open(host, port):
+            state = f"not ready on {host}:{port} ({self.problem})"
+        else:
+            state = f"not answering on {host}:{port}"
         log(f"{self.name}: {state}; {where}{mem}")
         return info is not None
 
@@ -462,21 +493,187 @@ class Kafka(Server):
         return [str(self.config)]
 
     def ready(self, host: str, port: int) -> str | None:
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "log_level": 0,
-                             "socket.timeout.ms": 3000})
+        budget = KAFKA_CHECK_SECONDS
+        if self.deadline is not None:
+            budget = max(1.0, min(budget, self.deadline - time.monotonic()))
         try:
-            meta = admin.list_topics(timeout=3)
-        except Exception:
+            info = kafka_ready(f"{host}:{port}", budget)
+        except NotReadyError as exc:
+            self.problem = str(exc)
             return None
-        if not meta.brokers:
+        except Exception as exc:  # any client error: not ready yet, check again
+            self.problem = f"{type(exc).__name__}: {exc}"
             return None
-        return f"cluster {meta.cluster_id}, {len(meta.brokers)} broker(s)"
+        self.problem = None
+        return info
 
     def env_lines(self) -> list[str]:
         bootstrap = self.external() or f"{LOCALHOST}:{self.port}"
         return [f"CRAWLER_BUS_KAFKA_BOOTSTRAP={bootstrap}"]
+
+
+KAFKA_CHECK_SECONDS = 20.0  # longest one Kafka readiness check takes
+KAFKA_PROBE_TOPIC = "servers-ready-probe"
+KAFKA_OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class NotReadyError(Exception):
+    """A readiness check found the server not ready yet; the text says where."""
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (a signed 32-bit integer) of ``text``."""
+    data = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def offsets_partition(group: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition, so the coordinator, of consumer group
+    ``group``: Kafka's ``Utils.abs(groupId.hashCode()) % partitions``."""
+    h = java_string_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def groups_covering(prefix: str, partitions: int) -> dict[int, str]:
+    """One group id starting with ``prefix`` for each ``__consumer_offsets`` partition."""
+    out: dict[int, str] = {}
+    n = 0
+    while len(out) < partitions:
+        group = f"{prefix}{n}"
+        out.setdefault(offsets_partition(group, partitions), group)
+        n += 1
+    return out
+
+
+def kafka_ready(bootstrap: str, budget: float) -> str:
+    """Check, within about ``budget`` seconds, that a Kafka client can do its work: see
+    the module docstring. Returns a short description; raises :class:`NotReadyError`
+    naming the step that failed."""
+    from confluent_kafka import (
+        Consumer,
+        ConsumerGroupTopicPartitions,
+        KafkaError,
+        KafkaException,
+        Producer,
+    )
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    started = time.monotonic()
+    deadline = started + budget
+
+    def left(cap: float | None = None) -> float:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise NotReadyError(f"the check took more than {budget:.0f} s")
+        return min(remaining, cap) if cap is not None else remaining
+
+    quiet: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 0,
+                             "error_cb": lambda _error: None}
+    admin = AdminClient(quiet | {"socket.timeout.ms": 3000})
+    try:
+        meta = admin.list_topics(timeout=left(3))
+    except KafkaException as exc:
+        raise NotReadyError(f"no metadata from {bootstrap}: {exc}") from None
+    if not meta.brokers:
+        raise NotReadyError(f"no broker in the metadata of {bootstrap}")
+    about = f"cluster {meta.cluster_id}, {len(meta.brokers)} broker(s)"
+
+    # 1. a topic of its own, with a leader
+    if KAFKA_PROBE_TOPIC not in meta.topics:
+        probe = NewTopic(KAFKA_PROBE_TOPIC, num_partitions=1, replication_factor=1,
+                         config={"retention.ms": str(3_600_000)})  # an hour of probes
+        future = admin.create_topics([probe], request_timeout=left(10))[KAFKA_PROBE_TOPIC]
+        try:
+            future.result(timeout=left())
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not (isinstance(error, KafkaError)
+                    and error.code() == KafkaError.TOPIC_ALREADY_EXISTS):
+                raise NotReadyError(f"cannot create the probe topic: {exc}") from None
+        except TimeoutError:
+            raise NotReadyError("creating the probe topic did not finish") from None
+    while True:
+        topic = admin.list_topics(topic=KAFKA_PROBE_TOPIC, timeout=left(3)).topics.get(
+            KAFKA_PROBE_TOPIC)
+        if topic is not None and topic.error is None and topic.partitions and all(
+                p.leader >= 0 for p in topic.partitions.values()):
+            break
+        left()
+        time.sleep(0.1)
+
+    # 2. a message in it
+    value = uuid.uuid4().hex.encode()
+    reports: list[object] = []
+    producer = Producer(quiet | {"acks": "all", "message.timeout.ms": int(left() * 1000)})
+    producer.produce(KAFKA_PROBE_TOPIC, value=value,
+                     on_delivery=lambda error, msg: reports.append(error))
+    producer.flush(left())
+    if reports != [None]:
+        raise NotReadyError(f"producing to the probe topic failed: "
+                            f"{reports[0] if reports else 'no delivery report'}")
+
+    # 3. a consumer group joins, gets the partition, reads the message, commits
+    group = f"servers-ready-{uuid.uuid4().hex[:12]}"
+    assigned: list[int] = []
+    consumer = Consumer(quiet | {"group.id": group, "auto.offset.reset": "earliest",
+                                 "enable.auto.commit": False,
+                                 "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    try:
+        consumer.subscribe([KAFKA_PROBE_TOPIC],
+                           on_assign=lambda _c, parts: assigned.extend(
+                               p.partition for p in parts))
+        last_error = None
+        while True:
+            try:
+                remaining = left()
+            except NotReadyError:
+                step = ("got no partition" if not assigned
+                        else "got its partition but did not read the probe message")
+                raise NotReadyError(f"consumer group {group} {step} within {budget:.0f} s"
+                                    + (f" ({last_error})" if last_error else "")) from None
+            msg = consumer.poll(min(0.5, remaining))
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                last_error = msg.error()
+                continue
+            if msg.value() == value:
+                break
+        try:
+            committed = consumer.commit(message=msg, asynchronous=False)
+        except KafkaException as exc:
+            raise NotReadyError(f"consumer group {group} could not commit: {exc}") from None
+        failed = [tp for tp in committed or [] if tp.error is not None]
+        if failed:
+            raise NotReadyError(f"consumer group {group} could not commit: {failed[0].error}")
+    finally:
+        consumer.close()
+    joined = time.monotonic() - started
+
+    # 4. every group coordinator has loaded its partition of __consumer_offsets
+    offsets = admin.list_topics(topic=KAFKA_OFFSETS_TOPIC, timeout=left(3)).topics.get(
+        KAFKA_OFFSETS_TOPIC)
+    count = len(offsets.partitions) if offsets is not None and offsets.error is None else 0
+    if count:
+        probes = groups_covering("servers-ready-coordinator-", count)
+        futures = {partition: admin.list_consumer_group_offsets(
+                       [ConsumerGroupTopicPartitions(name)],
+                       request_timeout=left(10))[name]
+                   for partition, name in probes.items()}
+        for partition, future in sorted(futures.items()):
+            try:
+                future.result(timeout=left())
+            except (KafkaException, TimeoutError) as exc:
+                raise NotReadyError(f"the group coordinator of {KAFKA_OFFSETS_TOPIC} "
+                                    f"partition {partition} is not ready: "
+                                    f"{exc or 'no answer'}") from None
+    with contextlib.suppress(Exception):  # the probe group is empty now; best effort
+        admin.delete_consumer_groups([group], request_timeout=5)[group].result(timeout=5)
+    return (f"{about}; a consumer group joined and committed in {joined:.1f} s, "
+            f"{count} group coordinator(s) ready")
 
 
 def new_cluster_id() -> str:

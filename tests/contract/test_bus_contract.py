@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 
 import pytest
 
 from common.adapters.memory_bus import MemoryBus
 from common.messages import (
+    MAX_DEAD_LETTER_PAYLOAD,
     DeadLetter,
+    Discovered,
     FetchTask,
+    Link,
+    PayloadEncoding,
     StatusUpdate,
     Topic,
     UrlStatus,
+    dead_letter_payload,
     decode,
     encode,
 )
@@ -167,7 +173,9 @@ async def test_dead_letter_after_max_attempts(bus_harness: BusHarness) -> None:
     assert letter.key == "p.example"
     assert letter.attempts == h.max_delivery_attempts
     assert "ValueError" in letter.error and "cannot handle page 7" in letter.error
-    assert decode(StatusUpdate, letter.payload.encode()) == poison
+    assert decode(StatusUpdate, dead_letter_payload(letter)) == poison
+    assert letter.payload == encode(poison).decode()  # UTF-8 that fits: kept as text
+    assert letter.size == len(encode(poison)) and not letter.truncated
 
 
 @pytest.mark.parametrize("payload", [
@@ -196,8 +204,73 @@ async def test_undecodable_message_goes_to_dead_letters(bus_harness: BusHarness,
 
     [letter] = await letters_until_sentinel(sink, "m.example")
     assert letter.topic == Topic.STATUS.value and letter.key == "m.example"
-    assert letter.payload == payload.decode("utf-8", "replace")
+    assert dead_letter_payload(letter) == payload  # the exact bytes, not a lossy decoding
+    assert letter.size == len(payload) and not letter.truncated
+    assert letter.digest == "sha256:" + hashlib.sha256(payload).hexdigest()
     assert "MessageError" in letter.error
+
+
+def _discovered(**link: object) -> bytes:
+    """A well-formed Discovered whose one link has the given fields (encoding checks no
+    range, so out-of-range values go out as they are)."""
+    return encode(Discovered(host="r.example",
+                             links=[Link(url="http://r.example/", **link)]))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("payload", "field"), [
+    (_discovered(depth=-5), "depth"),
+    (_discovered(priority=-3), "priority"),
+    (_discovered(priority=10**9), "priority"),
+    (_discovered(hops=-1), "hops"),
+    (encode(FetchTask(task_id="x", url="http://r.example/", host="r.example",
+                      attempt=-1)), "attempt"),
+    (encode(FetchTask(task_id="x", url="http://r.example/", host="r.example",
+                      delay=-2.0)), "delay"),
+])
+async def test_values_out_of_range_go_to_dead_letters(bus_harness: BusHarness,
+                                                      payload: bytes, field: str) -> None:
+    h = bus_harness
+    topic = Topic.FETCH if b"task_id" in payload else Topic.DISCOVERED
+    good = (encode(FetchTask(task_id="ok", url="http://r.example/", host="r.example"))
+            if topic is Topic.FETCH else _discovered())
+    handled: list[Delivery] = []
+
+    async def handler(delivery: Delivery) -> None:
+        handled.append(delivery)
+
+    sink = await dead_letter_sink(h)
+    consumer = await h.start(unique("frontier"), [topic], handler)
+    await h.publish_raw(topic, "r.example", payload)
+    await h.publish_raw(topic, "r.example", good)
+    await consumer.wait_for(1)
+    assert [encode(d.message) for d in handled] == [good]  # the bad one never got through
+
+    [letter] = await letters_until_sentinel(sink, "r.example")
+    assert letter.topic == topic.value and letter.attempts == 1
+    assert "MessageError" in letter.error and field in letter.error
+    assert dead_letter_payload(letter) == payload
+
+
+@pytest.mark.parametrize("byte", [b"\x80", b"\x00"])
+async def test_a_dead_letter_of_a_big_message_stays_small(bus_harness: BusHarness,
+                                                          byte: bytes) -> None:
+    """400 KB of invalid UTF-8 (\\x80) or of control characters (\\x00) grew to 1.2 MB
+    and 2.4 MB as text with replacement in JSON: over Kafka's 1 MB message limit."""
+    h = bus_harness
+    payload = byte * 400_000
+    sink = await dead_letter_sink(h)
+    consumer = await h.start(unique("frontier"), [Topic.STATUS])
+    await h.publish_raw(Topic.STATUS, "big.example", payload)
+    await h.bus.publish(Topic.STATUS, "big.example", status("big.example", 1))
+    await consumer.wait_for(1)  # the consumer went on
+
+    [letter] = await letters_until_sentinel(sink, "big.example")
+    assert len(encode(letter)) < MAX_DEAD_LETTER_PAYLOAD + 10_000 < 1_000_000
+    assert letter.encoding is PayloadEncoding.BASE64 and letter.truncated
+    assert letter.size == len(payload)
+    assert letter.digest == "sha256:" + hashlib.sha256(payload).hexdigest()
+    kept = dead_letter_payload(letter)
+    assert len(kept) > 300_000 and payload.startswith(kept)
 
 
 async def test_publish_refuses_the_wrong_message_type(bus_harness: BusHarness) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from common.adapters.sqlite_store import SchemaError, SqliteStateStore
 from common.messages import Reason, RecordPointer, UrlStatus
-from common.ports import HostState, RobotsRecord, StateStore, UrlState
+from common.ports import HostState, RobotsRecord, SeedRoot, StateStore, UrlState
 from tests.contract.conftest import StoreFactory, server_available
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -341,6 +341,18 @@ async def test_simhash_index(store: StateStore) -> None:
         ("http://a.example/", a_hash), ("http://b.example/", b_hash)]
     assert await store.simhash_candidates([4]) == []
     assert await store.simhash_candidates([]) == []
+
+
+async def test_seed_roots_by_domain(store: StateStore) -> None:
+    a = SeedRoot(domain="example.co.uk", host="docs.example.co.uk", path="/guide/")
+    b = SeedRoot(domain="example.co.uk", host="www.example.co.uk", path="/")
+    c = SeedRoot(domain="other.org", host="other.org", path="/")
+    await store.add_seed_roots([a, c])
+    await store.add_seed_roots([b, a])  # a again: still one row
+    await store.add_seed_roots([])
+    assert sorted(await store.seed_roots("example.co.uk"), key=lambda r: r.host) == [a, b]
+    assert await store.seed_roots("other.org") == [c]
+    assert await store.seed_roots("none.test") == []
 
 
 # ----------------------------------------------------------------- durability

@@ -231,8 +231,12 @@ async def test_cluster_mode_sends_host_changes_stores_switches_and_publishes_see
         assert await call("POST", "/v1/blocked-paths", body={"pattern": "^/private/"}) == (
             200, {"patterns": ["^/private/"]})
         assert await call("POST", "/v1/blocked-paths", body={"pattern": "[a-"}) == (
-            422, {"error": "invalid pattern: not a regular expression: unterminated "
-                           "character set at position 0"})
+            422, {"error": "invalid pattern: '[a-' is not a regular expression RE2 can "
+                           "run: missing ]: [a-"})
+        for pattern, why in ((r"(a)\1", "RE2 has no backreferences"),
+                             ("(?=x)", "RE2 has no lookahead or lookbehind")):
+            status, answer = await call("POST", "/v1/blocked-paths", body={"pattern": pattern})
+            assert status == 422 and why in answer["error"], answer
         assert await call("GET", "/v1/blocked-paths") == (200, {"patterns": ["^/private/"]})
         assert (await store.get_control()).blocked_paths == ["^/private/"]
         assert (await call("DELETE", "/v1/blocked-paths?pattern=%5E%2Fnone"))[0] == 404

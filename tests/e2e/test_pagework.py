@@ -10,13 +10,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from common.adapters.local_blobs import LocalBlobStore
 from common.archive import read_response
-from common.pagework import PageWorkError, ProcessPageWork, WorkContext
+from common.pagework import PageJobTimeoutError, PageWorkError, ProcessPageWork, WorkContext
 from common.settings import Settings
 from fetcher.service import write_exchange_job
 
@@ -44,10 +45,10 @@ def _fail(ctx: WorkContext, how: str) -> None:
     raise UnpicklableError(lambda: None)
 
 
-def _work(tmp_path: Path, processes: int = 1) -> ProcessPageWork:
+def _work(tmp_path: Path, processes: int = 1, **options: Any) -> ProcessPageWork:
     settings = Settings().replace(crawl={"out_dir": str(tmp_path)})
     return ProcessPageWork(settings, processes=processes, root=str(tmp_path / "warc"),
-                           writer="test", cdx_name="index.cdxj")
+                           writer="test", cdx_name="index.cdxj", **options)
 
 
 def _gone(pid: int) -> bool:
@@ -175,3 +176,58 @@ def test_a_worker_ends_when_its_parent_dies(tmp_path: Path) -> None:
             parent.wait()
         if parent.stdout is not None:
             parent.stdout.close()
+
+
+async def test_a_job_over_the_time_limit_is_abandoned_and_its_worker_replaced(
+        tmp_path: Path) -> None:
+    work = _work(tmp_path, job_timeout=2.0, preload=(__name__,))
+    await work.start()
+    try:
+        first = await work.run(_pid)
+        started = time.monotonic()
+        slow = asyncio.ensure_future(work.run(_sleep, 60.0))
+        await asyncio.sleep(0.05)
+        behind = asyncio.ensure_future(work.run(_pid))  # queued on the same worker
+        with pytest.raises(PageJobTimeoutError, match=r"_sleep ran over 2 s"):
+            await asyncio.wait_for(slow, 10)
+        assert 2.0 <= time.monotonic() - started < 6
+        # the job queued behind it was sent again, to the new worker
+        second = await asyncio.wait_for(behind, 10)
+        assert second != first and work.pids() == [second]
+        assert await work.run(_pid) == second
+        assert work.timeouts == 1
+        assert _gone(first), "the worker of the abandoned job was not killed and reaped"
+    finally:
+        await work.close()
+
+
+async def test_a_job_within_the_time_limit_is_not_touched(tmp_path: Path) -> None:
+    work = _work(tmp_path, job_timeout=2.0, preload=(__name__,))
+    await work.start()
+    try:
+        # each job's limit starts when it starts running, not when it was queued
+        pids = await asyncio.gather(*(work.run(_sleep, 0.8) for _ in range(4)))
+    finally:
+        await work.close()
+    assert len(set(pids)) == 1 and work.timeouts == 0
+
+
+async def test_a_lane_never_waits_for_another(tmp_path: Path) -> None:
+    work = _work(tmp_path, lanes=("write", "parse"), job_timeout=0)
+    write, parse = work.lane("write"), work.lane("parse")
+    await work.start()
+    try:
+        assert len(work.pids()) == 2
+        await asyncio.gather(write.run(_pid), parse.run(_pid))  # both set up
+        slow = asyncio.ensure_future(parse.run(_sleep, 3.0))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        writers = await asyncio.gather(*(write.run(_pid) for _ in range(5)))
+        assert time.monotonic() - started < 1.5  # not behind the 3 s job
+        assert not slow.done()
+        parser_pid = await slow
+    finally:
+        await work.close()
+    assert set(writers) == set(work.pids("write") or writers) and parser_pid not in writers
+    with pytest.raises(KeyError):
+        work.lane("other")

@@ -20,9 +20,16 @@ from common.settings import Settings
 from frontier.stats import CrawlStats, collect
 from tests.conftest import unavailable
 
-KAFKA = os.environ.get("CRAWLER_BUS_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-CASSANDRA_HOST = os.environ.get("CRAWLER_STORE_CASSANDRA_HOSTS", "127.0.0.1").split(",")[0]
-CASSANDRA_PORT = int(os.environ.get("CRAWLER_STORE_CASSANDRA_PORT", "9042"))
+
+# Read when used, not at import: the session fixture integration_servers (tests/conftest.py)
+# may export testcontainers' addresses after the test modules were imported.
+def kafka_bootstrap() -> str:
+    return os.environ.get("CRAWLER_BUS_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+
+
+def cassandra_endpoint() -> tuple[str, int]:
+    host = os.environ.get("CRAWLER_STORE_CASSANDRA_HOSTS", "127.0.0.1").split(",")[0]
+    return host, int(os.environ.get("CRAWLER_STORE_CASSANDRA_PORT", "9042"))
 
 
 def _answers(host: str, port: int) -> bool:
@@ -34,11 +41,13 @@ def _answers(host: str, port: int) -> bool:
 
 
 def require_cluster_servers() -> None:
-    host, _, port = KAFKA.partition(",")[0].rpartition(":")
+    kafka = kafka_bootstrap()
+    host, _, port = kafka.partition(",")[0].rpartition(":")
     if not _answers(host, int(port)):
-        unavailable(f"Kafka does not answer at {KAFKA} (scripts/servers start)")
-    if not _answers(CASSANDRA_HOST, CASSANDRA_PORT):
-        unavailable(f"Cassandra does not answer at {CASSANDRA_HOST}:{CASSANDRA_PORT}")
+        unavailable(f"Kafka does not answer at {kafka} (scripts/servers start)")
+    cassandra_host, cassandra_port = cassandra_endpoint()
+    if not _answers(cassandra_host, cassandra_port):
+        unavailable(f"Cassandra does not answer at {cassandra_host}:{cassandra_port}")
 
 
 @dataclass
@@ -131,16 +140,17 @@ class Cluster:
 @contextmanager
 def cluster(tmp: Path, extra: Mapping[str, str]) -> Iterator[Cluster]:
     run = uuid.uuid4().hex[:10]
+    cassandra_host, cassandra_port = cassandra_endpoint()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}
     env.update({
         "CRAWLER_BUS_BACKEND": "kafka",
-        "CRAWLER_BUS_KAFKA_BOOTSTRAP": KAFKA,
+        "CRAWLER_BUS_KAFKA_BOOTSTRAP": kafka_bootstrap(),
         "CRAWLER_BUS_TOPIC_PREFIX": f"t{run}",
         "CRAWLER_BUS_GROUP_PREFIX": f"g{run}",
         "CRAWLER_BUS_PARTITIONS": "4",
         "CRAWLER_STORE_BACKEND": "cassandra",
-        "CRAWLER_STORE_CASSANDRA_HOSTS": CASSANDRA_HOST,
-        "CRAWLER_STORE_CASSANDRA_PORT": str(CASSANDRA_PORT),
+        "CRAWLER_STORE_CASSANDRA_HOSTS": cassandra_host,
+        "CRAWLER_STORE_CASSANDRA_PORT": str(cassandra_port),
         "CRAWLER_STORE_KEYSPACE": f"k{run}",
         "CRAWLER_STORE_WRITE_CONSISTENCY": "ONE",
         "CRAWLER_STORE_READ_CONSISTENCY": "ONE",
@@ -165,7 +175,8 @@ def _cleanup(c: Cluster) -> None:
     try:
         from cassandra.cluster import Cluster as CassCluster
 
-        cc = CassCluster([CASSANDRA_HOST], port=CASSANDRA_PORT, protocol_version=5)
+        host, port = cassandra_endpoint()
+        cc = CassCluster([host], port=port, protocol_version=5)
         session = cc.connect()
         session.execute(f"DROP KEYSPACE IF EXISTS {settings.store.keyspace}", timeout=60)
         cc.shutdown()
@@ -174,7 +185,7 @@ def _cleanup(c: Cluster) -> None:
     try:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": KAFKA})
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap()})
         prefix = settings.bus.topic_prefix + "."
         topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
         if topics:

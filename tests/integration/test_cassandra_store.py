@@ -40,12 +40,16 @@ from tests.conftest import unavailable
 
 pytestmark = pytest.mark.integration
 
-PORT = int(os.environ.get("CASSANDRA_PORT", "").strip() or 9042)
+
+
+def _port() -> int:
+    """Read when used: testcontainers' port is exported after this module is imported."""
+    return int(os.environ.get("CASSANDRA_PORT", "").strip() or 9042)
 
 
 def _answering() -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", PORT), timeout=1):
+        with socket.create_connection(("127.0.0.1", _port()), timeout=1):
             return True
     except OSError:
         return False
@@ -55,14 +59,14 @@ def _answering() -> bool:
 def session() -> Iterator[Any]:
     """A plain driver session, for looking at and tampering with the tables."""
     if not _answering():
-        unavailable(f"Cassandra is not running on 127.0.0.1:{PORT} (scripts/servers start)")
+        unavailable(f"Cassandra is not running on 127.0.0.1:{_port()} (scripts/servers start)")
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import RoundRobinPolicy
     from cassandra.query import tuple_factory
 
     profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=60,
                                row_factory=tuple_factory)
-    cluster = Cluster(["127.0.0.1"], port=PORT, connect_timeout=10,
+    cluster = Cluster(["127.0.0.1"], port=_port(), connect_timeout=10,
                       execution_profiles={EXEC_PROFILE_DEFAULT: profile})
     try:
         yield cluster.connect()
@@ -72,7 +76,7 @@ def session() -> Iterator[Any]:
 
 @pytest.fixture
 async def settings(session: Any) -> AsyncIterator[StoreSettings]:
-    s = StoreSettings(backend="cassandra", cassandra_port=PORT,
+    s = StoreSettings(backend="cassandra", cassandra_port=_port(),
                       keyspace=f"itest_{uuid.uuid4().hex[:16]}")
     yield s
     await cql(session, f"DROP KEYSPACE IF EXISTS {s.keyspace}")
@@ -202,7 +206,7 @@ def test_reads_before_writes_overlap_the_write_level() -> None:
 async def test_consistency_levels_come_from_the_settings(settings: StoreSettings) -> None:
     from cassandra import ConsistencyLevel as Level
 
-    tuned = StoreSettings(backend="cassandra", cassandra_port=PORT, keyspace=settings.keyspace,
+    tuned = StoreSettings(backend="cassandra", cassandra_port=_port(), keyspace=settings.keyspace,
                           read_consistency="one", write_consistency="ONE")
     async with CassandraStateStore(tuned) as store:
         assert store._ps["get_url"].consistency_level == Level.ONE

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import ipaddress
 import os
 import random
@@ -24,22 +25,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from common.adapters.kafka_bus import KafkaBus, KafkaBusError
 from common.messages import (
     DeadLetter,
     Discovered,
     Link,
+    PayloadEncoding,
     StatusUpdate,
     Topic,
     UrlStatus,
+    dead_letter_payload,
     decode,
 )
 from common.metrics import Metrics
 from common.ports import Delivery, Handler
 from common.ring import HostRing
 from common.settings import BusSettings
+from tests.conftest import unavailable
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +69,7 @@ def _require_kafka(bootstrap: str) -> None:
             with socket.create_connection((host, int(port)), timeout=2):
                 pass
         except OSError:
-            pytest.skip(f"Kafka is not answering on {address} (scripts/servers start kafka)")
+            unavailable(f"Kafka is not answering on {address} (scripts/servers start kafka)")
 
 
 @dataclass
@@ -292,7 +296,7 @@ async def test_dead_letter_after_max_attempts_with_the_error(buses: Buses) -> No
     assert letter.partition == bus.partition_of(Topic.DEAD_LETTER, "p.example")
     assert (message.topic, message.key, message.attempts) == ("status", "p.example", 3)
     assert "ValueError: cannot handle page 7" in message.error
-    assert decode(StatusUpdate, message.payload.encode()) == poison
+    assert decode(StatusUpdate, dead_letter_payload(message)) == poison
 
 
 async def test_malformed_payload_goes_straight_to_dead_letters(buses: Buses) -> None:
@@ -538,6 +542,106 @@ async def test_metrics_count_handler_errors_and_dead_letters(buses: Buses) -> No
     assert _bus_value(metrics, "messages_consumed_total", Topic.STATUS) == 2
     assert _bus_value(metrics, "handler_errors_total", Topic.STATUS) == 3  # max attempts
     assert _bus_value(metrics, "messages_consumed_total", Topic.DEAD_LETTER) == 2
+
+
+def _make_dead_letter_topic(bus: KafkaBus, max_message_bytes: int) -> None:
+    """Create the bus's dead-letter topic before the bus does, with a message limit."""
+    name = bus.topic_name(Topic.DEAD_LETTER)
+    admin = AdminClient({"bootstrap.servers": bus.bootstrap})
+    new = NewTopic(name, num_partitions=PARTITIONS, replication_factor=1,
+                   config={"max.message.bytes": str(max_message_bytes)})
+    admin.create_topics([new])[name].result(timeout=WAIT)
+
+
+async def test_a_big_message_is_dead_lettered_within_the_message_limit(
+        buses: Buses) -> None:
+    """400 KB of \\x00 became 2.4 MB as a dead letter (JSON escapes), over the broker's
+    1 MB limit, and the publish was retried until the partition was revoked: the
+    consumer stood still. Now the letter is base64, cut, with the size and digest."""
+    metrics = Metrics.create((), process=False)
+    bus = buses.make(metrics=metrics.bus)
+    dead = Collector(buses, bus, "dead", [Topic.DEAD_LETTER])
+    consumer = Collector(buses, bus, "frontier", [Topic.STATUS])
+    await dead.assigned_once()
+    await consumer.assigned_once()
+    payload = b"\x00" * 400_000
+    await bus.publish_raw(Topic.STATUS, "big.example", payload)
+    await bus.publish(Topic.STATUS, "big.example", status("big.example", 1))
+    await consumer.wait_for(1)
+    [letter] = await dead.wait_for(1)
+    message = letter.message
+    assert isinstance(message, DeadLetter)
+    assert message.encoding is PayloadEncoding.BASE64 and message.truncated
+    assert message.size == len(payload)
+    assert message.digest == "sha256:" + hashlib.sha256(payload).hexdigest()
+    assert payload.startswith(dead_letter_payload(message))
+    await _eventually(lambda: _bus_value(metrics, "dead_lettered_messages_total",
+                                         Topic.STATUS) == 1, "the dead letter counted")
+    assert _bus_value(metrics, "dead_letters_dropped_total", Topic.STATUS) == 0
+
+
+async def test_a_dead_letter_the_broker_refuses_goes_without_its_payload(
+        buses: Buses) -> None:
+    """The broker's limit on the dead-letter topic is lower than the letter (the
+    delivery report says MSG_SIZE_TOO_LARGE): retrying cannot help, so the letter goes
+    once more with only the size and digest of the payload. (The broker compares the
+    compressed batch with its limit.)"""
+    metrics = Metrics.create((), process=False)
+    bus = buses.make(metrics=metrics.bus)
+    _make_dead_letter_topic(bus, 4000)
+    dead = Collector(buses, bus, "dead", [Topic.DEAD_LETTER])
+    consumer = Collector(buses, bus, "frontier", [Topic.STATUS])
+    await dead.assigned_once()
+    await consumer.assigned_once()
+    payload = b"\x80" + os.urandom(20_000)  # not UTF-8; random, so lz4 cannot shrink it
+    await bus.publish_raw(Topic.STATUS, "refused.example", payload)
+    await bus.publish(Topic.STATUS, "refused.example", status("refused.example", 1))
+    await consumer.wait_for(1)  # the consumer went on
+    [letter] = await dead.wait_for(1)
+    message = letter.message
+    assert isinstance(message, DeadLetter)
+    assert (message.payload, message.truncated, message.size) == ("", True, len(payload))
+    assert message.digest == "sha256:" + hashlib.sha256(payload).hexdigest()
+    assert "MessageError" in message.error and message.key == "refused.example"
+    await _eventually(lambda: _bus_value(metrics, "dead_lettered_messages_total",
+                                         Topic.STATUS) == 1, "the dead letter counted")
+    assert _bus_value(metrics, "dead_letters_dropped_total", Topic.STATUS) == 0
+
+
+async def test_a_dead_letter_the_producer_refuses_goes_without_its_payload(
+        buses: Buses) -> None:
+    """The same when librdkafka refuses the letter itself (message.max.bytes), at
+    produce() time rather than in a delivery report."""
+    publisher = buses.make()
+    bus = buses.make(producer_config={"message.max.bytes": 3000})
+    dead = Collector(buses, publisher, "dead", [Topic.DEAD_LETTER])
+    consumer = Collector(buses, bus, "frontier", [Topic.STATUS])
+    await dead.assigned_once()
+    await consumer.assigned_once()
+    payload = b"\xff" * 10_000
+    await publisher.publish_raw(Topic.STATUS, "local.example", payload)
+    await publisher.publish(Topic.STATUS, "local.example", status("local.example", 1))
+    await consumer.wait_for(1)
+    [letter] = await dead.wait_for(1)
+    message = letter.message
+    assert isinstance(message, DeadLetter)
+    assert (message.payload, message.truncated, message.size) == ("", True, len(payload))
+
+
+async def test_a_dead_letter_refused_even_without_payload_is_counted_and_dropped(
+        buses: Buses, caplog: pytest.LogCaptureFixture) -> None:
+    metrics = Metrics.create((), process=False)
+    bus = buses.make(metrics=metrics.bus)
+    _make_dead_letter_topic(bus, 100)  # smaller than any letter
+    consumer = Collector(buses, bus, "frontier", [Topic.STATUS])
+    await consumer.assigned_once()
+    await bus.publish_raw(Topic.STATUS, "drop.example", b"\x80" * 5000)
+    await bus.publish(Topic.STATUS, "drop.example", status("drop.example", 1))
+    await consumer.wait_for(1)  # the consumer went on
+    await _eventually(lambda: _bus_value(metrics, "dead_letters_dropped_total",
+                                         Topic.STATUS) == 1, "the dropped letter counted")
+    assert _bus_value(metrics, "dead_lettered_messages_total", Topic.STATUS) == 0
+    assert any("refused a dead letter for good" in r.getMessage() for r in caplog.records)
 
 
 async def test_publish_after_stop_fails_and_consume_returns(buses: Buses) -> None:

@@ -9,14 +9,20 @@ loopback addresses are used.
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import os
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 
 import pytest
+
+from tests.conftest import unavailable
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +43,7 @@ def _answering_or_skip(host: str, port: int, what: str) -> None:
         with socket.create_connection((host, port), timeout=2):
             pass
     except OSError:
-        pytest.skip(f"{what} is not answering on {host}:{port} (scripts/servers start)")
+        unavailable(f"{what} is not answering on {host}:{port} (scripts/servers start)")
 
 
 @pytest.fixture
@@ -78,6 +84,10 @@ def test_kafka_topic_produce_consume(kafka_bootstrap: str) -> None:
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(
         timeout=30)
     try:
+        deadline = time.monotonic() + 10  # metadata may lag the creation a moment
+        while (topic not in admin.list_topics(timeout=10).topics
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
         assert topic in admin.list_topics(timeout=10).topics
 
         key, value = b"host.example", f"hello {uuid.uuid4()}".encode()
@@ -108,6 +118,51 @@ def test_kafka_topic_produce_consume(kafka_bootstrap: str) -> None:
         assert (received.topic(), received.key(), received.value()) == (topic, key, value)
     finally:
         admin.delete_topics([topic])[topic].result(timeout=30)
+
+
+def _servers_script() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "scripts" / "servers.d" / "servers.py"
+    spec = importlib.util.spec_from_file_location("local_servers_script", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kafka_ready_means_a_consumer_group_can_join_at_once(kafka_bootstrap: str) -> None:
+    """What scripts/servers calls ready: a group joined, got its partition and committed,
+    and every group coordinator answers, so the next group joins at once (a first test
+    on a fresh broker failed with "Coordinator load in progress" when ready meant only
+    "metadata answers")."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    servers = _servers_script()
+    bootstrap = kafka_bootstrap.split(",")[0].strip()
+    info = servers.kafka_ready(bootstrap, 60.0)
+    assert "a consumer group joined and committed" in info, info
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    offsets = admin.list_topics(topic="__consumer_offsets", timeout=10).topics[
+        "__consumer_offsets"]
+    assert f"{len(offsets.partitions)} group coordinator(s) ready" in info, info
+
+    # a group of another name (another coordinator, most likely) joins within 5 s
+    group = f"servers-test-{uuid.uuid4().hex[:12]}"
+    assigned: list[int] = []
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "session.timeout.ms": 6000})
+    try:
+        consumer.subscribe([servers.KAFKA_PROBE_TOPIC],
+                           on_assign=lambda _c, parts: assigned.extend(
+                               p.partition for p in parts))
+        deadline = time.monotonic() + 5.0
+        while not assigned and time.monotonic() < deadline:
+            consumer.poll(0.1)
+        assert assigned == [0], "the group got no partition within 5 s"
+    finally:
+        consumer.close()
+        admin.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=10)
 
 
 def test_cassandra_keyspace_table_row(cassandra_session: object) -> None:

@@ -11,7 +11,8 @@ PACKAGES = ("common", "frontier", "fetcher", "parser", "dedup", "simweb", "crawl
 
 #: Distribution name -> module it is imported as, where the two differ.
 MODULE = {"ada-url": "ada_url", "prometheus-client": "prometheus_client",
-          "cassandra-driver": "cassandra", "confluent-kafka": "confluent_kafka"}
+          "cassandra-driver": "cassandra", "confluent-kafka": "confluent_kafka",
+          "google-re2": "re2"}
 
 #: Dependencies used through another library rather than imported; each is checked.
 INDIRECT = {
