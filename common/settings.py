@@ -68,8 +68,8 @@ class CrawlSettings:
                                  minimum=0.1)
     stall_seconds: float = _f(120.0, "A frontier whose oldest due host has waited this "
                               "many seconds without being dispatched while it has fetch "
-                              "capacity (or whose count of requests in flight disagrees "
-                              "with its hosts') logs its state and rebuilds its schedule "
+                              "capacity (or whose count of requests in flight exceeds "
+                              "its hosts') logs its state and rebuilds its schedule "
                               "from the store; a host's dispatch is abandoned and tried "
                               "again after half of it (0: no watchdog).", minimum=0)
     frontier_concurrency: int = _f(64, "Messages a cluster frontier handles at once (of "

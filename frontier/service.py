@@ -663,16 +663,19 @@ class Frontier:
         return max(0.0, now - min(since)) if since else 0.0
 
     def _actual_outstanding(self) -> int:
+        """Requests the hosts have in flight plus dispatches in progress: at least the
+        true count (a dispatch that has just sent its request counts twice until it
+        ends), so a counter above it has leaked."""
         return sum(s.in_flight for s in self._slots.values()) + self._dispatching
 
     async def check_stall(self) -> bool:
         """The watchdog (called by :meth:`run` about once a second): set the oldest-due
         gauge and, when a due host has waited ``crawl.stall_seconds`` although there is
-        room to dispatch it (or the outstanding count disagrees with the requests the
-        hosts have in flight) and nothing explains it (paused, page budget spent), log
-        the state and recover: re-count the outstanding requests, rebuild the timer,
-        and reschedule every owned host with queued URLs from the store. True when it
-        recovered."""
+        room to dispatch it (or the outstanding count is above the requests the hosts
+        have in flight and the dispatches in progress: leaked capacity) and nothing
+        explains it (paused, page budget spent), log the state and recover: re-count
+        the outstanding requests, rebuild the timer, and reschedule every owned host
+        with queued URLs from the store. True when it recovered."""
         now = self.clock()
         age = self.oldest_due(now)
         self.metrics.oldest_due.set(age)
@@ -683,7 +686,7 @@ class Frontier:
         actual = self._actual_outstanding()
         room = (self._outstanding < self.max_outstanding
                 and self._dispatching < DISPATCH_TASKS)
-        drift = actual != self._outstanding
+        drift = self._outstanding > actual  # leaked: capacity counted that nothing uses
         if not (drift or (age > limit and room)):
             self._stall_since = None
             return False
@@ -699,9 +702,10 @@ class Frontier:
         self._recovering = True
         try:
             async with self._gate.exclusive():
-                # nothing is dispatching now: every slot's ready flag and timer entry
-                # are rebuilt from what the slot holds
-                self._outstanding = sum(s.in_flight for s in self._slots.values())
+                # no dispatch is in progress now (those waiting for the gate are
+                # counted, and give their unit back: their slot is no longer ready);
+                # every slot's ready flag and timer entry are rebuilt from the slot
+                self._outstanding = self._actual_outstanding()
                 self._ready.clear()
                 self._timer.clear()
                 for host, slot in self._slots.items():
