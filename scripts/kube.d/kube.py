@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import calendar
 import contextlib
 import http.client
 import json
@@ -70,6 +71,11 @@ LOCALHOST = "127.0.0.1"
 KUBE_PROGRAMS = {
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
     "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+}
+# The node (KUBE_NODE=1): the scheduler and the kubelet, on Debian's containerd.
+NODE_PROGRAMS = {
+    "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+    "kubelet": "k8s.io/kubernetes/cmd/kubelet",
 }
 
 
@@ -187,15 +193,22 @@ def version_ldflags(kube_version: str) -> str:
     return " ".join(flags)
 
 
-def built(version: str = KUBE_VERSION) -> dict[str, Any] | None:
-    """The build record, when every binary is there."""
+def read_stamp(version: str = KUBE_VERSION) -> dict[str, Any]:
     try:
         stamp: dict[str, Any] = json.loads(stamp_file(version).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
-        return None
-    names = [*KUBE_PROGRAMS, "etcd"]
-    if stamp.get("kubernetes") != version or any(
-            not (bin_dir(version) / name).is_file() for name in names):
+        return {}
+    return stamp if stamp.get("kubernetes") == version else {}
+
+
+def wanted(node: bool) -> list[str]:
+    return [*KUBE_PROGRAMS, "etcd", *(NODE_PROGRAMS if node else {})]
+
+
+def built(version: str = KUBE_VERSION, *, node: bool = False) -> dict[str, Any] | None:
+    """The build record, when every binary wanted is there."""
+    stamp = read_stamp(version)
+    if not stamp or any(not (bin_dir(version) / name).is_file() for name in wanted(node)):
         return None
     return stamp
 
@@ -213,16 +226,18 @@ def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
-def build(version: str = KUBE_VERSION) -> dict[str, Any]:
-    """Build the binaries once; later calls return the record of that build."""
-    stamp = built(version)
+def build(version: str = KUBE_VERSION, *, node: bool = False) -> dict[str, Any]:
+    """Build the binaries that are missing; later calls return the record of the builds."""
+    stamp = built(version, node=node)
     if stamp is not None:
         return stamp
     go = go_command()
     go_version = subprocess.run([go, "version"], capture_output=True, text=True,
                                 env=go_env()).stdout.strip()
-    log(f"building Kubernetes {version} and etcd from their Go modules into "
-        f"{bin_dir(version).relative_to(ROOT)} (once; many minutes on 2 cores) ...")
+    out = bin_dir(version)
+    missing = [name for name in wanted(node) if not (out / name).is_file()]
+    log(f"building {', '.join(missing)} ({version}) from the Go modules' source into "
+        f"{out.relative_to(ROOT)} (once; the first time takes many minutes on 2 cores) ...")
     total = time.monotonic()
     src = build_dir(version) / "src"
     src.mkdir(parents=True, exist_ok=True)
@@ -233,30 +248,42 @@ def build(version: str = KUBE_VERSION) -> dict[str, Any]:
     modcache = Path(subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True,
                                    env=go_env()).stdout.strip())
     before = dir_bytes(modcache / "cache" / "download")
-    packages = [*KUBE_PROGRAMS.values(), ETCD_MODULE]
+    programs = {**KUBE_PROGRAMS, **NODE_PROGRAMS}
+    packages = [programs[name] for name in missing if name in programs]
+    if "etcd" in missing:
+        packages.append(ETCD_MODULE)
     # Listing the programs' packages downloads the modules they need, and only those.
     fetch_s = run_go(["list", "-deps", *packages], src, "go list (module download)")
     fetched = dir_bytes(modcache / "cache" / "download") - before
     log(f"modules: {fetched / 1e6:.0f} MB downloaded in {fetch_s:.0f} s")
     jobs = str(env_int("KUBE_BUILD_JOBS", os.cpu_count() or 2))
-    out = build_dir(version) / "bin.tmp"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    compile_s = run_go(["build", "-p", jobs, "-trimpath", "-ldflags", version_ldflags(version),
-                        "-o", f"{out}/", *KUBE_PROGRAMS.values()], src,
-                       f"building {', '.join(KUBE_PROGRAMS)}")
-    compile_s += run_go(["build", "-p", jobs, "-trimpath", "-ldflags", "-s -w",
-                         "-o", str(out / "etcd"), ETCD_MODULE], src, "building etcd")
-    binaries = sorted(p.name for p in out.iterdir())
-    record: dict[str, Any] = {"kubernetes": version, "etcd": etcd_version, "go": go_version,
-              "modules_downloaded_mb": round(fetched / 1e6, 1),
-              "download_seconds": round(fetch_s, 1), "compile_seconds": round(compile_s, 1),
-              "total_seconds": round(time.monotonic() - total, 1),
-              "binaries": binaries}
-    (out / "build.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    shutil.rmtree(bin_dir(version), ignore_errors=True)
-    out.rename(bin_dir(version))
-    log(f"built {', '.join(binaries)} in {record['total_seconds']:.0f} s "
+    tmp = build_dir(version) / "bin.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    compile_s = 0.0
+    kube_packages = [programs[name] for name in missing if name in programs]
+    if kube_packages:
+        compile_s += run_go(["build", "-p", jobs, "-trimpath", "-ldflags",
+                             version_ldflags(version), "-o", f"{tmp}/", *kube_packages], src,
+                            f"building {', '.join(n for n in missing if n in programs)}")
+    if "etcd" in missing:
+        compile_s += run_go(["build", "-p", jobs, "-trimpath", "-ldflags", "-s -w",
+                             "-o", str(tmp / "etcd"), ETCD_MODULE], src, "building etcd")
+    out.mkdir(parents=True, exist_ok=True)
+    for binary in tmp.iterdir():
+        binary.replace(out / binary.name)
+    tmp.rmdir()
+    record = read_stamp(version) or {"kubernetes": version, "etcd": etcd_version,
+                                     "builds": []}
+    record.setdefault("builds", [])
+    record["go"] = go_version
+    record["binaries"] = sorted(p.name for p in out.iterdir() if p.name != "build.json")
+    record["builds"].append({
+        "built": missing, "modules_downloaded_mb": round(fetched / 1e6, 1),
+        "download_seconds": round(fetch_s, 1), "compile_seconds": round(compile_s, 1),
+        "total_seconds": round(time.monotonic() - total, 1)})
+    stamp_file(version).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    log(f"built {', '.join(missing)} in {time.monotonic() - total:.0f} s "
         f"(download {fetch_s:.0f} s, compile {compile_s:.0f} s)")
     return record
 
@@ -446,6 +473,9 @@ class Settings:
     service_cidr: str
     start_timeout: float
     stop_timeout: float
+    node: bool = False
+    pod_cidr: str = "10.244.0.0/24"
+    node_images: str = "polite-crawler:latest"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -459,6 +489,9 @@ class Settings:
             service_cidr=env_str("KUBE_SERVICE_CIDR", "10.96.0.0/16"),
             start_timeout=float(env_int("KUBE_START_TIMEOUT", 180)),
             stop_timeout=float(env_int("KUBE_STOP_TIMEOUT", 30)),
+            node=env_str("KUBE_NODE", "0") in ("1", "yes", "true"),
+            pod_cidr=env_str("KUBE_POD_CIDR", "10.244.0.0/24"),
+            node_images=env_str("KUBE_NODE_IMAGES", "polite-crawler:latest"),
         )
 
     @property
@@ -475,10 +508,14 @@ class Component:
     args: Callable[[], list[str]]
     probe: Callable[[], str | None]  # None when ready, else what is not
     offset: int = 0  # where the log ended before this start: failures show what follows
+    program: str = ""  # the binary, when it is not one built here
+    prepare: Callable[[], None] | None = None  # before it starts
+    before_stop: Callable[[], None] | None = None
+    after_stop: Callable[[], None] | None = None
 
     @property
     def binary(self) -> Path:
-        return bin_dir() / self.name
+        return Path(self.program) if self.program else bin_dir() / self.name
 
     @property
     def pid_file(self) -> Path:
@@ -512,11 +549,13 @@ class Component:
             log(f"{self.name}: already running (pid {pid})")
             return None
         with contextlib.closing(socket.socket()) as sock:
-            if sock.connect_ex((LOCALHOST, self.port)) == 0:
+            if self.port and sock.connect_ex((LOCALHOST, self.port)) == 0:
                 raise KubeError(f"{self.name}: port {self.port} on {LOCALHOST} is taken by "
                                 "another process; choose another port (see scripts/kube.d/"
                                 "kube.py)")
         LOGS.mkdir(parents=True, exist_ok=True)
+        if self.prepare is not None:
+            self.prepare()
         self.offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         cmd = [str(self.binary), *self.args()]
         with self.log_file.open("ab") as out:
@@ -542,7 +581,7 @@ class Component:
                 pid = proc.pid if proc is not None else self.running_pid()
                 rss = rss_mib(pid) if pid else None
                 mem = f", rss {rss:.0f} MiB" if rss is not None else ""
-                log(f"{self.name}: ready on {LOCALHOST}:{self.port} after {took:.1f} s{mem}")
+                log(f"{self.name}: ready after {took:.1f} s{mem}")
                 return took
             if time.monotonic() - started > timeout:
                 raise KubeError(f"{self.name}: not ready within {timeout:.0f} s (last check: "
@@ -557,6 +596,8 @@ class Component:
             log(f"{self.name}: not running (pid {pid} is gone or is not this component)")
             self.pid_file.unlink(missing_ok=True)
             return None
+        if self.before_stop is not None:
+            self.before_stop()
         log(f"{self.name}: stopping pid {pid}")
         os.kill(pid, signal.SIGTERM)
         return pid
@@ -572,6 +613,8 @@ class Component:
             while process_alive(pid):
                 time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)
+        if self.after_stop is not None:
+            self.after_stop()
         log(f"{self.name}: stopped")
 
 
@@ -609,6 +652,8 @@ def components(s: Settings) -> list[Component]:
             "--client-ca-file", str(p / "ca.crt"),
             "--kubelet-client-certificate", str(p / "apiserver-kubelet-client.crt"),
             "--kubelet-client-key", str(p / "apiserver-kubelet-client.key"),
+            # the node's name is not in any DNS: reach its kubelet by its address
+            "--kubelet-preferred-address-types", "InternalIP,Hostname",
             "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
             "--service-account-key-file", str(p / "sa.pub"),
             "--service-account-signing-key-file", str(p / "sa.key"),
@@ -651,13 +696,301 @@ def components(s: Settings) -> list[Component]:
     if s.controller_manager:
         comps.append(Component("kube-controller-manager", s.controller_manager_port,
                                controller_manager_args, controller_manager_probe))
+    if s.node:
+        comps += node_components(s)
     return comps
 
 
 def all_components(s: Settings) -> list[Component]:
     """Every component, whether or not this start uses it (for stop and status)."""
-    full = Settings(**{**s.__dict__, "controller_manager": True})
+    full = Settings(**{**s.__dict__, "controller_manager": True, "node": True})
     return components(full)
+
+
+# ------------------------------------------------------------------------------ the node
+
+NODE = VAR / "node"
+NODE_NAME = "crawler-node"
+BRIDGE = "crawlerbr0"
+PAUSE_IMAGE = "crawler.local/pause:1"
+PAUSE_C = r"""
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void stop(int s) { (void)s; _exit(0); }
+static void reap(int s) { (void)s; while (waitpid(-1, 0, WNOHANG) > 0) {} }
+int main(void) {
+  struct sigaction a = {0};
+  a.sa_handler = stop; sigaction(SIGINT, &a, 0); sigaction(SIGTERM, &a, 0);
+  a.sa_handler = reap; a.sa_flags = SA_NOCLDSTOP; sigaction(SIGCHLD, &a, 0);
+  for (;;) pause();
+}
+"""
+
+
+def run_dir() -> Path:
+    """Sockets and runtime state of this folder's containerd (short paths, on /run)."""
+    import hashlib
+
+    return Path("/run") / f"crawler-kube-{hashlib.sha1(str(VAR).encode()).hexdigest()[:8]}"
+
+
+def containerd_socket() -> Path:
+    return run_dir() / "containerd.sock"
+
+
+def ctr(*args: str, stdin: Any = None, check: bool = True) -> str:
+    proc = subprocess.run(["ctr", "-a", str(containerd_socket()), "-n", "k8s.io", *args],
+                          stdin=stdin, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise KubeError(f"ctr {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def gateway(pod_cidr: str) -> str:
+    return service_ip(pod_cidr)
+
+
+def ensure_bridge(pod_cidr: str) -> None:
+    """The pods' bridge with the node's address (the CNI bridge plugin reuses it)."""
+    import ipaddress
+
+    net = ipaddress.ip_network(pod_cidr, strict=False)
+    address = f"{gateway(pod_cidr)}/{net.prefixlen}"
+    if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode != 0:
+        subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True)
+    shown = subprocess.run(["ip", "-4", "addr", "show", BRIDGE], capture_output=True,
+                           text=True).stdout
+    if address not in shown:
+        subprocess.run(["ip", "addr", "add", address, "dev", BRIDGE], check=True)
+    subprocess.run(["ip", "link", "set", BRIDGE, "up"], check=True)
+
+
+def oci_archive(name: str, binary: Path, out: Path) -> None:
+    """A one-layer OCI image archive whose entrypoint is ``binary`` (as /pause)."""
+    import gzip
+    import hashlib
+    import io
+    import tarfile
+
+    def digest(data: bytes) -> str:
+        return "sha256:" + hashlib.sha256(data).hexdigest()
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("pause")
+        info.size, info.mode = binary.stat().st_size, 0o755
+        with binary.open("rb") as f:
+            tar.addfile(info, f)
+    layer = gzip.compress(raw.getvalue(), mtime=0)
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
+                         "rootfs": {"type": "layers",
+                                    "diff_ids": [digest(raw.getvalue())]}}).encode()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": digest(config), "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    "digest": digest(layer), "size": len(layer)}]}).encode()
+    index = json.dumps({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": digest(manifest), "size": len(manifest),
+        "annotations": {"io.containerd.image.name": name}}]}).encode()
+    with tarfile.open(out, "w") as tar:
+        for path, data in [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'),
+                           ("index.json", index),
+                           *((f"blobs/sha256/{digest(b)[7:]}", b)
+                             for b in (config, layer, manifest))]:
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def ensure_images(s: Settings) -> None:
+    """The pause image (built here: a static C program), and the images named by
+    KUBE_NODE_IMAGES taken from the local Docker engine when it has them."""
+    have = set(ctr("images", "ls", "-q").split())
+    if PAUSE_IMAGE not in have:
+        src, binary, archive = NODE / "pause.c", NODE / "pause", NODE / "pause.tar"
+        src.write_text(PAUSE_C, encoding="utf-8")
+        subprocess.run(["gcc", "-Os", "-static", "-o", str(binary), str(src)], check=True)
+        oci_archive(PAUSE_IMAGE, binary, archive)
+        ctr("images", "import", str(archive))
+        log(f"containerd: built and imported {PAUSE_IMAGE}")
+    for image in filter(None, (i.strip() for i in s.node_images.split(","))):
+        full = image if "/" in image.split(":")[0] else f"docker.io/library/{image}"
+        if full in have or (image.count("/") == 1 and f"docker.io/{image}" in have):
+            continue
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True
+                          ).returncode != 0:
+            log(f"containerd: {image} is not in a running Docker engine (scripts/docker "
+                "prepare builds it); pods that need it cannot start")
+            continue
+        started = time.monotonic()
+        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+        ctr("images", "import", "-", stdin=save.stdout)
+        save.wait()
+        log(f"containerd: imported {image} from Docker in {time.monotonic() - started:.0f} s")
+
+
+def write_node_files(s: Settings) -> None:
+    NODE.mkdir(parents=True, exist_ok=True)
+    (NODE / "cni").mkdir(exist_ok=True)
+    run_dir().mkdir(parents=True, exist_ok=True)
+    gw = gateway(s.pod_cidr)
+    if not (PKI / "kubelet-serving.crt").exists() or gw not in subprocess.run(
+            ["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in",
+             str(PKI / "kubelet-serving.crt")], capture_output=True, text=True).stdout:
+        issue("kubelet-client", f"/O=system:nodes/CN=system:node:{NODE_NAME}", "clientAuth")
+        issue("kubelet-serving", f"/O=system:nodes/CN=system:node:{NODE_NAME}", "serverAuth",
+              [f"IP:{gw}", f"DNS:{NODE_NAME}"])
+        issue("scheduler", "/CN=system:kube-scheduler", "clientAuth")
+    write_kubeconfig(NODE / "kubelet.kubeconfig", f"system:node:{NODE_NAME}",
+                     "kubelet-client", s.server)
+    write_kubeconfig(NODE / "scheduler.kubeconfig", "system:kube-scheduler", "scheduler",
+                     s.server)
+    rd = run_dir()
+    (NODE / "containerd.toml").write_text(f"""version = 2
+root = "{NODE / 'containerd-root'}"
+state = "{rd / 'containerd-state'}"
+[grpc]
+  address = "{containerd_socket()}"
+[ttrpc]
+  address = "{rd / 'containerd-ttrpc.sock'}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  # a negative oom_score_adj (kubelet's -998 for the pod sandbox) is refused on this
+  # machine; this keeps it at containerd's own (0)
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{NODE / 'cni'}"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+""", encoding="utf-8")
+    (NODE / "cni" / "10-crawler.conflist").write_text(json.dumps({
+        "cniVersion": "0.4.0", "name": "crawler-pods", "plugins": [
+            {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": s.pod_cidr}]],
+                      "dataDir": str(rd / "cni-ipam")}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+            {"type": "loopback"}]}, indent=1) + "\n", encoding="utf-8")
+    (NODE / "kubelet.yaml").write_text(json.dumps({
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "address": gw, "port": 10250, "readOnlyPort": 0,
+        "healthzBindAddress": LOCALHOST, "healthzPort": 10248,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                           "x509": {"clientCAFile": str(PKI / "ca.crt")}},
+        "authorization": {"mode": "Webhook"},
+        "tlsCertFile": str(PKI / "kubelet-serving.crt"),
+        "tlsPrivateKeyFile": str(PKI / "kubelet-serving.key"),
+        # this machine has cgroup v1, which the kubelet refuses unless told not to
+        "cgroupDriver": "cgroupfs", "failCgroupV1": False, "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{containerd_socket()}",
+        "clusterDomain": "cluster.local", "resolvConf": "/etc/resolv.conf",
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
+                         "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 99, "imageGCLowThresholdPercent": 98,
+    }, indent=1) + "\n", encoding="utf-8")
+
+
+def unmount_under(folder: Path) -> None:
+    """Unmount what the kubelet left mounted under ``folder`` (deepest first)."""
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for point in sorted((m for m in mounts if m == str(folder) or
+                         m.startswith(str(folder) + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def remove_containers() -> None:
+    """Before containerd stops: end its containers, so that no shim outlives it."""
+    for task in ctr("tasks", "ls", "-q", check=False).split():
+        ctr("tasks", "kill", "-s", "SIGKILL", task, check=False)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        tasks = ctr("tasks", "ls", "-q", check=False).split()
+        for task in tasks:
+            ctr("tasks", "rm", "-f", task, check=False)
+        if not tasks:
+            break
+        time.sleep(0.5)
+    for container in ctr("containers", "ls", "-q", check=False).split():
+        ctr("containers", "rm", container, check=False)
+
+
+def node_components(s: Settings) -> list[Component]:
+    """containerd (Debian's), kube-scheduler and the kubelet of one node, ``crawler-node``."""
+
+    def containerd_prepare() -> None:
+        missing = [tool for tool in ("containerd", "ctr", "runc", "gcc")
+                   if shutil.which(tool) is None]
+        if missing or not Path("/usr/lib/cni/bridge").exists():
+            subprocess.run([str(ROOT / "scripts" / "apt-install"), "containerd", "runc",
+                            "containernetworking-plugins", "gcc", "libc6-dev"], check=True)
+        write_node_files(s)
+        ensure_bridge(s.pod_cidr)
+
+    def containerd_probe() -> str | None:
+        if not containerd_socket().exists():
+            return f"no socket {containerd_socket()}"
+        proc = subprocess.run(["ctr", "-a", str(containerd_socket()), "version"],
+                              capture_output=True, text=True, timeout=10)
+        return None if proc.returncode == 0 else proc.stderr.strip()
+
+    def scheduler_args() -> list[str]:
+        cfg = str(NODE / "scheduler.kubeconfig")
+        return ["--kubeconfig", cfg, "--authentication-kubeconfig", cfg,
+                "--authorization-kubeconfig", cfg, "--bind-address", LOCALHOST,
+                "--secure-port", "10259", "--leader-elect=false", "-v", "1"]
+
+    def scheduler_probe() -> str | None:
+        status, body = https_get(10259, "/healthz", client=False)
+        return None if status == 200 else f"/healthz: {status} {body[-300:]}"
+
+    started_wall: list[float] = []
+
+    def kubelet_prepare() -> None:
+        ensure_images(s)
+        started_wall[:] = [time.time()]
+        (NODE / "kubelet").mkdir(parents=True, exist_ok=True)
+
+    def kubelet_args() -> list[str]:
+        return ["--config", str(NODE / "kubelet.yaml"),
+                "--kubeconfig", str(NODE / "kubelet.kubeconfig"),
+                "--hostname-override", NODE_NAME, "--node-ip", gateway(s.pod_cidr),
+                "--root-dir", str(NODE / "kubelet"), "-v", "1"]
+
+    def kubelet_probe() -> str | None:
+        status, body = http_get(10248, "/healthz")
+        if status != 200:
+            return f"/healthz: {status} {body[-200:]}"
+        status, body = https_get(s.apiserver_port, f"/api/v1/nodes/{NODE_NAME}")
+        if status != 200:
+            return f"node {NODE_NAME}: {status}"
+        conditions = json.loads(body).get("status", {}).get("conditions") or []
+        ready = [c for c in conditions if c["type"] == "Ready"]
+        if not ready or ready[0]["status"] != "True":
+            return f"node {NODE_NAME} not Ready: {ready}"
+        beat = ready[0].get("lastHeartbeatTime", "")
+        if started_wall and calendar.timegm(time.strptime(beat, "%Y-%m-%dT%H:%M:%SZ")) \
+                < started_wall[0] - 1:
+            return f"node {NODE_NAME}: no heartbeat from this kubelet yet (last {beat})"
+        return None
+
+    def kubelet_after_stop() -> None:
+        unmount_under(NODE / "kubelet")
+
+    return [
+        Component("containerd", 0, lambda: ["--config", str(NODE / "containerd.toml")],
+                  containerd_probe, program=shutil.which("containerd") or "containerd",
+                  prepare=containerd_prepare, before_stop=remove_containers),
+        Component("kube-scheduler", 10259, scheduler_args, scheduler_probe),
+        Component("kubelet", 10248, kubelet_args, kubelet_probe, prepare=kubelet_prepare,
+                  after_stop=kubelet_after_stop),
+    ]
 
 
 # ------------------------------------------------------------------------- commands
@@ -665,7 +998,7 @@ def all_components(s: Settings) -> list[Component]:
 
 def cmd_start(s: Settings) -> None:
     started = time.monotonic()
-    build()
+    build(node=s.node)
     VAR.mkdir(parents=True, exist_ok=True)
     ensure_pki(s.service_cidr)
     write_kubeconfig(KUBECONFIG, "kube-admin", "admin", s.server)
@@ -708,12 +1041,13 @@ def cmd_status(s: Settings) -> bool:
     ok = True
     for comp in all_components(s):
         pid = comp.running_pid()
+        if pid is None and comp.name in ("containerd", *NODE_PROGRAMS) and not s.node:
+            continue
         problem = comp.ready() if (PKI / "done").exists() else "no certificates yet"
         rss = rss_mib(pid) if pid else None
         where = f"pid {pid}" + (f", rss {rss:.0f} MiB" if rss is not None else "") if pid \
             else "not started here"
-        state = f"ready on {LOCALHOST}:{comp.port}" if problem is None else \
-            f"not ready on {LOCALHOST}:{comp.port} ({problem})"
+        state = "ready" if problem is None else f"not ready ({problem})"
         log(f"{comp.name}: {state}; {where}")
         if comp.name == "kube-apiserver" and problem is not None:
             ok = False
@@ -723,6 +1057,8 @@ def cmd_status(s: Settings) -> bool:
 def cmd_wipe(s: Settings) -> None:
     if any(comp.running_pid() for comp in all_components(s)):
         raise KubeError("still running: scripts/kube stop first")
+    unmount_under(VAR)
+    shutil.rmtree(run_dir(), ignore_errors=True)
     shutil.rmtree(VAR, ignore_errors=True)
     log(f"deleted {VAR.relative_to(ROOT)}")
 
@@ -744,7 +1080,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            record = build()
+            record = build(node=Settings.from_env().node)
             print(json.dumps(record, indent=1))
         elif args.command == "start":
             cmd_start(Settings.from_env())
