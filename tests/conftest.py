@@ -55,8 +55,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # Integration tests that need no Kafka or Cassandra (the compose test brings its own;
-# the helm install test needs scripts/kube's API server instead).
-NO_SERVERS = {"test_deploy.py", "test_compose.py", "test_helm_install.py"}
+# the kube tests need scripts/kube's cluster instead).
+NO_SERVERS = {"test_deploy.py", "test_compose.py", "test_helm_install.py",
+              "test_kube_crawl.py"}
 
 
 def _needs_servers(item: pytest.Item) -> bool:

@@ -1,4 +1,5 @@
-"""A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager.
+"""A real Kubernetes cluster on this machine: etcd, kube-apiserver, kube-controller-manager
+on 127.0.0.1, and with KUBE_NODE=1 one node: Debian's containerd, kube-scheduler, kubelet.
 
 The binaries are built from source with Go's module tooling, once per version, into
 ``.cache/kube/<kubernetes version>/bin``: a generated module (``.cache/kube/<version>/src``)
@@ -16,6 +17,18 @@ service-account key pair), ``etcd/`` (data), ``logs/``, one PID file per compone
 signals a PID from those files, and only when that process is the binary this script
 started with this folder on its command line.
 
+The node (KUBE_NODE=1) is named ``crawler-node``: a bridge ``crawlerbr0`` holds its
+address (the first of KUBE_POD_CIDR, 10.244.0.1) and the pods' (CNI bridge, host-local,
+firewall, portmap and loopback plugins from Debian's containernetworking-plugins; no
+masquerading, so pods reach nothing outside this machine); the kubelet runs on cgroup v1
+(``failCgroupV1: false``), containerd with ``restrict_oom_score_adj`` (this machine
+refuses a negative oom_score_adj, which the pod sandbox asks for). There is no registry:
+the pause image is a static C program built here, and the images KUBE_NODE_IMAGES names
+are copied from a local Docker engine (``docker save``) when it has them. No kube-proxy
+and no cluster DNS: Services get addresses but nothing routes them; pods reach each other
+by pod IP. ``stop`` ends the containers before containerd and unmounts what the kubelet
+mounted.
+
 Usage: scripts/kube build|start|stop|status|env|wipe
 
 Environment:
@@ -29,6 +42,11 @@ Environment:
   KUBE_START_TIMEOUT (180 s): how long ``start`` waits for each component to be ready
   KUBE_STOP_TIMEOUT (30 s): SIGTERM, then SIGKILL after this long
   KUBE_BUILD_JOBS (the number of cores): ``go build -p``
+  KUBE_NODE (0): 1 also builds and starts the node (containerd, kube-scheduler on
+      127.0.0.1:10259, kubelet on 10.244.0.1:10250, its health on 127.0.0.1:10248)
+  KUBE_POD_CIDR (10.244.0.0/24): the pods' addresses, on the bridge
+  KUBE_NODE_IMAGES (polite-crawler:latest,apache/kafka:4.1.0,cassandra:5.0): images to
+      copy from the local Docker engine into the node's containerd (once)
 """
 
 from __future__ import annotations
@@ -67,6 +85,7 @@ KUBE_VERSION = "v1.37.2"
 KUBE_MODULE = "k8s.io/kubernetes"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 LOCALHOST = "127.0.0.1"
+NODE_IMAGES = "polite-crawler:latest,apache/kafka:4.1.0,cassandra:5.0"
 # Programs built from the Kubernetes module, by package.
 KUBE_PROGRAMS = {
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
@@ -475,7 +494,7 @@ class Settings:
     stop_timeout: float
     node: bool = False
     pod_cidr: str = "10.244.0.0/24"
-    node_images: str = "polite-crawler:latest"
+    node_images: str = NODE_IMAGES
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -491,7 +510,7 @@ class Settings:
             stop_timeout=float(env_int("KUBE_STOP_TIMEOUT", 30)),
             node=env_str("KUBE_NODE", "0") in ("1", "yes", "true"),
             pod_cidr=env_str("KUBE_POD_CIDR", "10.244.0.0/24"),
-            node_images=env_str("KUBE_NODE_IMAGES", "polite-crawler:latest"),
+            node_images=env_str("KUBE_NODE_IMAGES", NODE_IMAGES),
         )
 
     @property
@@ -876,6 +895,9 @@ state = "{rd / 'containerd-state'}"
             {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False,
              "ipam": {"type": "host-local", "ranges": [[{"subnet": s.pod_cidr}]],
                       "dataDir": str(rd / "cni-ipam")}},
+            # lets the pods' traffic through the FORWARD chain (a Docker engine on the
+            # same machine sets its policy to DROP)
+            {"type": "firewall"},
             {"type": "portmap", "capabilities": {"portMappings": True}},
             {"type": "loopback"}]}, indent=1) + "\n", encoding="utf-8")
     (NODE / "kubelet.yaml").write_text(json.dumps({

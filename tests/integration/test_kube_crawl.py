@@ -41,7 +41,7 @@ from tests.integration.test_helm_install import (  # noqa: F401 (fixtures)
 )
 from tests.kube_support import KubeApi, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.kube]
+pytestmark = [pytest.mark.integration, pytest.mark.kube, pytest.mark.timeout(1500)]
 
 NODE = "crawler-node"
 POD_CIDR = "10.244.0.0/24"
