@@ -196,6 +196,8 @@ class FrontierMetrics:
             registry=registry)
         for outcome in FetchOutcome:  # a dashboard shows 0 retries, not "no data"
             self.retries.labels(outcome.value)
+        for reason in Reason:  # and 0 rejections, even when a crawl ends within a scrape
+            self.urls_rejected.labels(reason.value)
 
     def count_rejected(self, reason: Reason, n: int = 1) -> None:
         if n > 0:

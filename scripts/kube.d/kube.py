@@ -1071,7 +1071,8 @@ def cmd_status(s: Settings) -> bool:
             else "not started here"
         state = "ready" if problem is None else f"not ready ({problem})"
         log(f"{comp.name}: {state}; {where}")
-        if comp.name == "kube-apiserver" and problem is not None:
+        if problem is not None and (comp.name == "kube-apiserver" or
+                                    (s.node and comp.name == "kubelet")):
             ok = False
     return ok
 
@@ -1109,7 +1110,9 @@ def main(argv: list[str]) -> int:
         elif args.command == "stop":
             cmd_stop(saved_settings())
         elif args.command == "status":
-            return 0 if cmd_status(saved_settings()) else 3
+            s = saved_settings()
+            s.node = s.node or Settings.from_env().node  # KUBE_NODE=1: is the node up?
+            return 0 if cmd_status(s) else 3
         elif args.command == "env":
             print(f"KUBECONFIG={KUBECONFIG}")
         else:

@@ -125,7 +125,8 @@ def test_frontier_helpers_and_gauges() -> None:
     f.politeness_wait.observe(1.5)
     s = _samples(metrics.registry)
     assert s[("crawler_frontier_urls_rejected_total", (("reason", "robots"),))] == 3
-    assert ("crawler_frontier_urls_rejected_total", (("reason", "depth"),)) not in s
+    # every reason is exposed from the start, at 0 until it happens
+    assert s[("crawler_frontier_urls_rejected_total", (("reason", "depth"),))] == 0
     assert s[("crawler_frontier_fetch_retries_total", (("outcome", "timeout"),))] == 1
     assert s[("crawler_frontier_queued_urls", ())] == 42
     assert s[("crawler_frontier_active_hosts", ())] == 7
