@@ -125,6 +125,9 @@ class FetcherMetrics:
             "Connections refused by the SSRF guard (forbidden address).", registry=registry)
         for sc in STATUS_CLASSES:  # show every class at zero from the start
             self.pages_fetched.labels(sc, FetchOutcome.OK.value)
+        for outcome in FetchOutcome:  # and every error outcome, so a fetcher that has
+            if outcome is not FetchOutcome.OK:  # restarted still shows 0 errors
+                self.pages_fetched.labels("none", outcome.value)
         for basis in RobotsBasis:
             self.robots_fetches.labels(basis.value)
 

@@ -93,6 +93,7 @@ def test_record_fetch_counts_status_class_outcome_bytes_and_latency() -> None:
     assert s[(fetched, (("outcome", "ok"), ("status_class", "2xx")))] == 2
     assert s[(fetched, (("outcome", "timeout"), ("status_class", "none")))] == 1
     assert s[(fetched, (("outcome", "ok"), ("status_class", "5xx")))] == 0  # pre-created
+    assert s[(fetched, (("outcome", "robots_blocked"), ("status_class", "none")))] == 0
     assert s[("crawler_fetcher_downloaded_bytes_total", ())] == 1524
     assert s[("crawler_fetcher_fetch_duration_seconds_count", ())] == 2
     assert s[("crawler_fetcher_fetch_duration_seconds_sum", ())] == pytest.approx(3.2)
