@@ -137,6 +137,21 @@ class Cluster:
         raise AssertionError(f"crawl did not finish in {limit}s: {stats}\n{self.log_text()}")
 
 
+def crawl_env(dns_servers: list[str], delay: float) -> dict[str, str]:
+    """Settings of a cluster crawl of the simulated web: its DNS, loopback allowed, a
+    short politeness delay and quick retries."""
+    return {
+        "CRAWLER_FETCHER_DNS_SERVERS": ",".join(dns_servers),
+        "CRAWLER_FETCHER_ALLOW_NETWORKS": "127.0.0.1/32",
+        "CRAWLER_POLITENESS_DEFAULT_DELAY": str(delay),
+        "CRAWLER_POLITENESS_MAX_CRAWL_DELAY": "1",
+        "CRAWLER_POLITENESS_BACKOFF_BASE": "1",
+        "CRAWLER_FETCHER_TOTAL_TIMEOUT": "5",
+        "CRAWLER_FETCHER_CONCURRENCY": "32",
+        "CRAWLER_BUS_PARTITIONS": "6",
+    }
+
+
 @contextmanager
 def cluster(tmp: Path, extra: Mapping[str, str]) -> Iterator[Cluster]:
     run = uuid.uuid4().hex[:10]

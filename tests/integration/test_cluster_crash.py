@@ -18,7 +18,7 @@ from common import urls
 from simweb import SimWeb
 from simweb.expected import expected_urls
 from simweb.scenarios import generated
-from tests.integration.cluster import Cluster, cluster, require_cluster_servers
+from tests.integration.cluster import Cluster, cluster, crawl_env, require_cluster_servers
 
 pytestmark = pytest.mark.integration
 
@@ -42,16 +42,7 @@ async def test_sigkill_and_rebalance_lose_nothing(tmp_path: Path) -> None:
     scenario = generated(HOSTS, PAGES, seed=7)
     async with SimWeb(scenario, dns=True) as web:
         expected = expected_urls(scenario, port=web.port)
-        env = {
-            "CRAWLER_FETCHER_DNS_SERVERS": ",".join(web.dns_servers),
-            "CRAWLER_FETCHER_ALLOW_NETWORKS": "127.0.0.1/32",
-            "CRAWLER_POLITENESS_DEFAULT_DELAY": str(DELAY),
-            "CRAWLER_POLITENESS_MAX_CRAWL_DELAY": "1",
-            "CRAWLER_POLITENESS_BACKOFF_BASE": "1",
-            "CRAWLER_FETCHER_TOTAL_TIMEOUT": "5",
-            "CRAWLER_FETCHER_CONCURRENCY": "32",
-            "CRAWLER_BUS_PARTITIONS": "6",
-        }
+        env = crawl_env(web.dns_servers, DELAY)
         with cluster(tmp_path, env) as c:
             c.start("frontier-1", "frontier")
             c.start("fetcher-1", "fetcher")

@@ -38,7 +38,7 @@ from simweb import SimWeb
 from simweb.expected import expected_urls
 from simweb.scenarios import generated
 from tests.conftest import unavailable
-from tests.integration.cluster import Cluster, cluster
+from tests.integration.cluster import Cluster, cluster, crawl_env
 from tests.warc_checks import warcio_check
 
 pytestmark = [
@@ -193,16 +193,7 @@ async def _crawl_through_outage(tmp_path: Path, servers: Servers, victim: str,
     scenario = generated(HOSTS, PAGES, seed=12)
     async with SimWeb(scenario, dns=True) as web:
         expected = expected_urls(scenario, port=web.port)
-        env = {
-            "CRAWLER_FETCHER_DNS_SERVERS": ",".join(web.dns_servers),
-            "CRAWLER_FETCHER_ALLOW_NETWORKS": "127.0.0.1/32",
-            "CRAWLER_POLITENESS_DEFAULT_DELAY": str(DELAY),
-            "CRAWLER_POLITENESS_MAX_CRAWL_DELAY": "1",
-            "CRAWLER_POLITENESS_BACKOFF_BASE": "1",
-            "CRAWLER_FETCHER_TOTAL_TIMEOUT": "5",
-            "CRAWLER_FETCHER_CONCURRENCY": "32",
-            "CRAWLER_BUS_PARTITIONS": "6",
-        }
+        env = crawl_env(web.dns_servers, DELAY)
         with cluster(tmp_path, env) as c:
             ports = {name: c.free_port() for name in ROLES}
             for name, role in ROLES.items():
