@@ -19,9 +19,11 @@ import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +32,32 @@ from frontier.stats import collect
 
 SERVICES = ("frontier", "fetcher", "parser", "dedup")
 
+COUNTED = ("crawler_bus_messages_published_total", "crawler_bus_messages_consumed_total",
+           "crawler_store_statements_total", "crawler_store_batch_rows_total",
+           "crawler_store_request_duration_seconds_count")
+"""The services' own counters the report reads: Kafka messages by topic, Cassandra
+statements by kind, store calls by operation."""
 
-async def _stats(settings: Settings) -> Any:
-    from common.runtime import make_store
 
-    store = make_store(settings)
-    await store.open()
-    try:
-        return await collect(store)
-    finally:
-        await store.close()
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The :data:`COUNTED` samples of one service's /metrics, as ``name{labels}``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in COUNTED:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                out[f"{sample.name}{{{labels}}}"] = float(sample.value)
+    return out
 
 
 def exited(procs: dict[str, subprocess.Popen[bytes]]) -> str | None:
@@ -53,7 +71,21 @@ def exited(procs: dict[str, subprocess.Popen[bytes]]) -> str | None:
 
 
 async def wait_done(settings: Settings, procs: dict[str, subprocess.Popen[bytes]],
-                    limit: float, quiet_polls: int = 3, poll: float = 1.0) -> Any:
+                    limit: float, quiet_polls: int = 3, poll: float = 0.5) -> Any:
+    """Poll the crawl's figures (one store connection for every poll) until nothing
+    is queued, in flight or awaiting parse ``quiet_polls`` times in a row."""
+    from common.runtime import make_store
+
+    store = make_store(settings)
+    await store.open()
+    try:
+        return await _wait_done(store, procs, limit, quiet_polls, poll)
+    finally:
+        await store.close()
+
+
+async def _wait_done(store: Any, procs: dict[str, subprocess.Popen[bytes]], limit: float,
+                     quiet_polls: int, poll: float) -> Any:
     deadline = time.monotonic() + limit
     quiet = 0
     stats = None
@@ -62,7 +94,10 @@ async def wait_done(settings: Settings, procs: dict[str, subprocess.Popen[bytes]
         gone = exited(procs)
         if gone:
             raise RuntimeError(f"service {gone} exited")
-        stats = await _stats(settings)
+        stats = await collect(store)
+        print(f"{limit - (deadline - time.monotonic()):7.1f} s  known {stats.known_urls} "
+              f"fetched {stats.fetched} queued {stats.queued} in flight {stats.in_flight} "
+              f"awaiting parse {stats.awaiting_parse}", flush=True)
         idle = (stats.known_urls > 0 and stats.queued == 0 and stats.in_flight == 0
                 and stats.awaiting_parse == 0)
         quiet = quiet + 1 if idle else 0
@@ -105,7 +140,9 @@ def main(argv: list[str]) -> int:
     settings = Settings.from_env({k: v for k, v in env.items() if k.startswith("CRAWLER_")})
     procs: dict[str, subprocess.Popen[bytes]] = {}
     usage: dict[str, dict[str, float]] = {}
-    report: dict[str, Any] = {"services": usage}
+    counters: dict[str, dict[str, float]] = {}
+    ports = {name: free_port() for name in SERVICES}
+    report: dict[str, Any] = {"services": usage, "counters": counters}
     files = []
 
     def reap(name: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -135,7 +172,9 @@ def main(argv: list[str]) -> int:
         for name in SERVICES:
             f = (logs / f"{name}.log").open("wb")
             files.append(f)
-            procs[name] = subprocess.Popen([sys.executable, "-m", name], env=env, stdout=f,
+            procs[name] = subprocess.Popen([sys.executable, "-m", name],
+                                           env={**env, "CRAWLER_METRICS_PORT": str(ports[name])},
+                                           stdout=f,
                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         seeds = [s for s in Path(cfg["seeds_file"]).read_text().splitlines() if s.strip()]
         started = time.monotonic()
@@ -151,6 +190,11 @@ def main(argv: list[str]) -> int:
         report["error"] = str(exc)
         code = 1
     finally:
+        for name in procs:
+            try:
+                counters[name] = scrape(ports[name])
+            except (OSError, ValueError) as exc:
+                report.setdefault("counter_errors", []).append(f"{name}: {exc}")
         for name, proc in procs.items():
             # os.kill, not Popen.send_signal: that polls, and polling reaps the
             # process before wait4 can collect its resource usage

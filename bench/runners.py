@@ -82,6 +82,8 @@ class RunResult:
     missing_sample: list[str] = field(default_factory=list)
     extra_sample: list[str] = field(default_factory=list)
     notes: str = ""
+    service_cpu: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
 
     @property
     def cpu_seconds(self) -> float:
@@ -247,6 +249,8 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
     user, system = rusage.ru_utime, rusage.ru_stime
     rss = max(rusage.ru_maxrss * 1024, tree_peak)
     notes = ""
+    service_cpu: dict[str, float] = {}
+    counters: dict[str, float] = {}
     if crawl.report_file is not None:
         try:
             report = json.loads(crawl.report_file.read_text())
@@ -257,6 +261,11 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
             user = sum(float(u["cpu_user"]) for u in services.values())
             system = sum(float(u["cpu_system"]) for u in services.values())
             rss = sum(int(u["max_rss_bytes"]) for u in services.values() if u is not None)
+            service_cpu = {name: float(u["cpu_user"]) + float(u["cpu_system"])
+                           for name, u in services.items() if u is not None}
+            for per_service in (report.get("counters") or {}).values():
+                for key, value in per_service.items():
+                    counters[key] = counters.get(key, 0.0) + float(value)
             notes = "; ".join([*(report.get("cleanup") or []),
                                *([report["error"]] if report.get("error") else [])])
     return RunResult(
@@ -264,7 +273,8 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
         wall_seconds=wall, cpu_user_seconds=user, cpu_system_seconds=system,
         max_rss_bytes=rss, bytes_written=folder_bytes(crawl.out_dir),
         server_cpu_seconds=server_cpu, infra_cpu_seconds=infra_cpu,
-        loadavg_before=load, started_at=started_at, notes=notes, **facts)
+        loadavg_before=load, started_at=started_at, notes=notes, service_cpu=service_cpu,
+        counters=counters, **facts)
 
 
 def summarize(results: Sequence[RunResult]) -> dict[str, Any]:

@@ -68,6 +68,9 @@ def _public_methods(*protocols: type) -> frozenset[str]:
 STORE_OPERATIONS: frozenset[str] = _public_methods(StateStore, BlobStore)
 """Values of the ``operation`` label: the method names of the store ports."""
 
+STATEMENT_KINDS = ("read", "write", "batch", "lwt")
+"""Values of the ``kind`` label of ``crawler_store_statements_total``."""
+
 # Bucket bounds, in seconds.
 FETCH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
@@ -321,8 +324,27 @@ class StoreMetrics:
         self.errors = Counter(
             "crawler_store_request_errors_total", "Store calls that raised, by operation.",
             ["operation"], registry=registry)
+        self.statements = Counter(
+            "crawler_store_statements_total",
+            "Statements sent to the database, by kind: read, write, batch (one statement "
+            "however many rows) and lwt (a lightweight transaction: a Paxos round).",
+            ["kind"], registry=registry)
+        self.batch_rows = Counter(
+            "crawler_store_batch_rows_total",
+            "Rows (inserts, updates, deletes) carried by batch statements.",
+            registry=registry)
         for operation in STORE_OPERATIONS:  # a dashboard shows 0 errors, not "no data"
             self.errors.labels(operation)
+        for kind in STATEMENT_KINDS:
+            self.statements.labels(kind)
+
+    def count_statement(self, kind: str, rows: int = 1) -> None:
+        """One statement sent to the database (``rows``: the rows of a batch)."""
+        if kind not in STATEMENT_KINDS:
+            raise ValueError(f"unknown statement kind {kind!r}")
+        self.statements.labels(kind).inc()
+        if kind == "batch":
+            self.batch_rows.inc(rows)
 
     @staticmethod
     def _operation(operation: str) -> str:

@@ -158,6 +158,11 @@ class StateStore(Protocol):
 
     async def close(self) -> None: ...
 
+    def forget_cached(self) -> None:
+        """Drop whatever rows the store keeps in memory for a single writer: the
+        caller's hosts changed (a frontier's new assignment)."""
+        ...
+
     # url_state
     async def add_urls(self, rows: Sequence[UrlState]) -> list[UrlState]:
         """Insert rows whose (host, url) is not yet known; return those inserted."""

@@ -43,14 +43,20 @@ def make_bus(settings: Settings, *, metrics: Metrics | None = None) -> Bus:
     return MemoryBus(settings.bus, partitioner=ring, metrics=bus_metrics)
 
 
-def make_store(settings: Settings, *, metrics: Metrics | None = None) -> StateStore:
+def make_store(settings: Settings, *, metrics: Metrics | None = None,
+               owner: bool = False) -> StateStore:
     """The state store the settings name; with ``metrics``, every call is timed into
-    ``metrics.store`` (see :class:`~common.adapters.metered.MeteredStateStore`)."""
+    ``metrics.store`` (see :class:`~common.adapters.metered.MeteredStateStore`).
+    ``owner``: the store of a frontier, the one writer of its hosts' URL rows, which
+    may keep them in memory (``CRAWLER_STORE_ROW_CACHE``)."""
     store: StateStore
     if settings.store.backend == "cassandra":
         from common.adapters.cassandra_store import CassandraStateStore
 
-        store = CassandraStateStore(settings.store)
+        store = CassandraStateStore(
+            settings.store,
+            on_statement=metrics.store.count_statement if metrics is not None else None,
+            row_cache=settings.store.row_cache if owner else 0)
     else:
         from common.adapters.sqlite_store import SqliteStateStore
 

@@ -75,6 +75,12 @@ class CrawlSettings:
     frontier_concurrency: int = _f(64, "Messages a cluster frontier handles at once (of "
                                    "different hosts; embedded mode handles one at a time).",
                                    minimum=1, maximum=10_000)
+    parser_concurrency: int = _f(16, "Pages a cluster parser handles at once (each "
+                                 "waits for its parse in a worker process and for the "
+                                 "broker to take its message).", minimum=1, maximum=10_000)
+    dedup_concurrency: int = _f(64, "Pages a cluster dedup service handles at once (each "
+                                "waits for a store look-up and for the broker to take its "
+                                "messages).", minimum=1, maximum=10_000)
     page_processes: int = _f(1, "Embedded mode: worker processes that write WARC records, "
                              "and as many again that parse pages, beside the main "
                              "process, so a crawl uses more than one core and a slow "
@@ -190,6 +196,10 @@ class DedupSettings:
                                 "near-duplicates.", minimum=0)
     min_text_chars: int = _f(200, "Pages with less extracted text are not checked for "
                              "near-duplicates.", minimum=0)
+    link_linger: float = _f(0.05, "Cluster mode: seconds a dedup service gathers the "
+                            "outlinks of many pages bound for one frontier partition into "
+                            "one message (0: one message per page and partition).",
+                            minimum=0.0, maximum=5.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +215,9 @@ class StoreSettings:
                                  minimum=1)
     read_consistency: str = _f("LOCAL_ONE", "Consistency level of reads.")
     write_consistency: str = _f("LOCAL_QUORUM", "Consistency level of writes.")
+    row_cache: int = _f(100_000, "URL rows a cluster frontier keeps in memory for the "
+                        "hosts it owns, so that writing a row needs no read of it back "
+                        "(about 1 KiB each; 0: none).", minimum=0)
 
 
 @dataclass(frozen=True, slots=True)

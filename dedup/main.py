@@ -14,11 +14,13 @@ async def run(settings: Settings) -> None:
     bus = make_bus(settings, metrics=metrics)
     store = make_store(settings, metrics=metrics)
     await store.open()
-    stage = DedupStage(settings, bus, store, metrics=metrics)
+    stage = DedupStage(settings, bus, store, metrics=metrics,
+                       link_linger=settings.dedup.link_linger)
 
     async def stop() -> None:
         await bus.stop()
         await store.close()
 
-    await run_service("dedup", [bus.consume("dedup", (Topic.PARSED,), stage.handle)], stop,
+    await run_service("dedup", [bus.consume("dedup", (Topic.PARSED,), stage.handle,
+                                             concurrency=settings.crawl.dedup_concurrency)], stop,
                       settings=settings, metrics=metrics)

@@ -7,7 +7,9 @@ here: a page's 64-bit SimHash is looked up in the block index (a few probes, not
 scan) and compared by Hamming distance.
 
 For each page this stage publishes, in this order: the outlinks of a unique page
-(topic discovered, one message per bus partition, so per frontier owner), one page
+(topic discovered, one message per bus partition, so per frontier owner; in cluster
+mode the links of the pages handled within ``link_linger`` seconds share that message,
+see :class:`LinkBatcher`), one page
 record (topic pages), and the verdict (topic status) that closes the URL in its
 frontier. Redelivery repeats them harmlessly: the frontier ignores known links and
 closed URLs.
@@ -15,7 +17,9 @@ closed URLs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from common import urls
@@ -38,12 +42,79 @@ from common.simhash import block_keys, near_duplicate
 log = logging.getLogger(__name__)
 
 
+MAX_BATCH_LINKS = 2_000  # links per batched Discovered message (well under 1 MB)
+
+
+@dataclass(slots=True)
+class _Pending:
+    host: str  # the message key: a host of the partition
+    links: list[Link] = field(default_factory=list)
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+
+class LinkBatcher:
+    """Outlinks of many pages bound for one bus partition, in one Discovered message.
+
+    :meth:`add` returns once the message holding its links is published (so a handler
+    that awaits it acknowledges its page only after its links are on the bus), or
+    raises what the publish raised (the page is then handled again). A partition's
+    links go out ``linger`` seconds after the first of them, or at once past
+    :data:`MAX_BATCH_LINKS`. With many pages handled at once, this turns several
+    messages per page into a few per partition and second, and the frontier records
+    each in one store write per host.
+    """
+
+    def __init__(self, bus: Bus, linger: float) -> None:
+        self.bus = bus
+        self.linger = linger
+        self._pending: dict[int, _Pending] = {}
+        self._timers: set[asyncio.Task[None]] = set()
+
+    async def add(self, partition: int, host: str, links: list[Link]) -> None:
+        pending = self._pending.get(partition)
+        if pending is None:
+            pending = self._pending[partition] = _Pending(host)
+            timer = asyncio.create_task(self._later(partition, pending))
+            self._timers.add(timer)
+            timer.add_done_callback(self._timers.discard)
+        pending.links += links
+        done = asyncio.get_running_loop().create_future()
+        pending.waiters.append(done)
+        if len(pending.links) >= MAX_BATCH_LINKS:
+            await self._flush(partition, pending)
+        await done
+
+    async def _later(self, partition: int, pending: _Pending) -> None:
+        await asyncio.sleep(self.linger)
+        await self._flush(partition, pending)
+
+    async def _flush(self, partition: int, pending: _Pending) -> None:
+        if self._pending.get(partition) is not pending:
+            return  # already sent
+        del self._pending[partition]
+        try:
+            await self.bus.publish(Topic.DISCOVERED, pending.host,
+                                   Discovered(host=pending.host, links=pending.links))
+        except BaseException as exc:
+            for waiter in pending.waiters:
+                if not waiter.done():
+                    waiter.set_exception(exc if isinstance(exc, Exception)
+                                         else RuntimeError(f"publishing links: {exc!r}"))
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            for waiter in pending.waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+
 class DedupStage:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, *,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, link_linger: float = 0.0) -> None:
         self.settings = settings
         self.bus = bus
         self.store = store
+        self.links = LinkBatcher(bus, link_linger) if link_linger > 0 else None
         self.exact = 0
         self.near = 0
         self.unique = 0
@@ -113,6 +184,10 @@ class DedupStage:
                 groups[partition] = (host, [link])
             else:
                 group[1].append(link)
+        if self.links is not None:
+            await asyncio.gather(*(self.links.add(partition, host, links)
+                                   for partition, (host, links) in groups.items()))
+            return
         for host, links in groups.values():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
 

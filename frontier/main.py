@@ -13,7 +13,7 @@ from frontier.service import Frontier
 async def run(settings: Settings) -> None:
     metrics = Metrics.create(roles=("frontier",))
     bus = make_bus(settings, metrics=metrics)
-    store = make_store(settings, metrics=metrics)
+    store = make_store(settings, metrics=metrics, owner=True)
     await store.open()
     frontier = Frontier(settings, bus, store, embedded=False, metrics=metrics)
     on_dump(frontier.describe)

@@ -280,6 +280,8 @@ class Frontier:
         log.info("frontier assigned partitions %s", sorted(partitions))
         async with self._gate.exclusive():
             self._owned = frozenset(partitions)
+            # rows kept for the hosts owned until now may have another writer meanwhile
+            self.store.forget_cached()
             if not partitions:
                 # a revocation: dispatch nothing until the next assignment, which may
                 # give back the same partitions with their requests still in flight
@@ -879,18 +881,19 @@ class Frontier:
         task_id = uuid.uuid4().hex
         slot.tasks.add(task_id)
         try:
-            await self.store.put_url(row)
             delay = politeness_delay(state, self.settings.politeness, self.delay_overrides)
             # The longest this request can run: robots.txt and the page (each bounded by
             # the total timeout) and the rest between them. A new owner waits it out.
             fs = self.settings.fetcher
             state.lease_until = max(state.lease_until, now + 2 * fs.total_timeout + delay
                                     + self.settings.politeness.max_crawl_delay)
-            if not self.embedded:
-                # the lease is for a later owner; embedded mode drops it on recovery, so
-                # the host row is written with the fetch result instead (one write less
-                # per page)
-                await self.store.put_host(state)
+            if self.embedded:
+                # embedded mode drops the lease on recovery, so the host row is written
+                # with the fetch result instead (one write less per page)
+                await self.store.put_url(row)
+            else:
+                # the lease is for a later owner: in the same write as the row
+                await self.store.put_url_and_host(row, state)
             task = FetchTask(task_id=task_id, url=row.url, host=host, depth=row.depth,
                              priority=row.priority, attempt=row.attempts, hops=row.hops,
                              etag=row.etag, last_modified=row.last_modified,

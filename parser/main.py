@@ -25,5 +25,6 @@ async def run(settings: Settings) -> None:
         blobs.close()
 
     await run_service("parser", [
-        bus.consume("parser", (Topic.FETCHED,), stage.handle, concurrency=2),
+        bus.consume("parser", (Topic.FETCHED,), stage.handle,
+                    concurrency=settings.crawl.parser_concurrency),
     ], stop, settings=settings, metrics=metrics)

@@ -48,11 +48,16 @@ with ``time.time_ns()``, raised where needed to stay strictly increasing within 
 process. Rows written by one process are in insert order; across processes the order is
 the clocks', which only affects breadth-first tie-breaking.
 
-Content claims (exact duplicates) are cross-host and first-writer-wins, so
-``claim_content`` and ``set_content_record`` are lightweight transactions (``INSERT ...
-IF NOT EXISTS``, ``UPDATE ... IF url = ?``, serial level LOCAL_SERIAL): one Paxos round
-per stored page, not per link. Timeouts and contention are retried; the statements are
-idempotent.
+Content claims (exact duplicates) are cross-host and first-writer-wins, without
+lightweight transactions (no Paxos round): a claim writes every column of the hash's row
+``USING TIMESTAMP`` a value that counts down with the clock (:func:`_claim_stamp`), so
+Cassandra's last-write-wins keeps the earliest claim's cells on every replica whatever
+order the writes arrive in, and a read at the write-overlapping level names the holder
+(two statements). The holder's record pointer is written one above its claim's
+timestamp, so it lands on the holder's row and a non-holder's write is shadowed. Two
+claims made within one write's latency of each other on different machines can both see
+themselves first; each then stores its copy in full (as when the first copy is still
+being written), so nothing is lost, and the record that stays is the earlier claim's.
 
 Consistency levels come from the settings: ``read_consistency`` for plain reads,
 ``write_consistency`` for writes. The reads that a write depends on (does this URL exist,
@@ -76,6 +81,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import re
 import socket
@@ -83,19 +89,16 @@ import threading
 import time
 import uuid
 import zlib
-from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from cassandra import (
     ConsistencyLevel,
-    CoordinationFailure,
     InvalidRequest,
     OperationTimedOut,
-    Timeout,
-    Unavailable,
     UnresolvableContactPoints,
 )
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
@@ -146,7 +149,8 @@ BATCH_BYTES = 4096  # estimated data per logged batch at most
 _ROW_BYTES = 320  # estimated data of one new row and its entries, besides its text
 _REPLACE_BYTES = 400  # more for a replaced row: cleared columns, deleted entries
 _IN_ROWS = 100  # clustering keys per "url IN ?" read
-_LWT_ATTEMPTS = 6
+_CLAIM_EPOCH_US = 1 << 60  # claim timestamps count down from here (see _claim_stamp)
+_CLAIMS_KEPT = 10_000  # claims of this process remembered for set_content_record
 RECONNECT_SECONDS = 1.0  # how often the driver tries a node that is down
 
 # lower case only: Cassandra folds unquoted names to lower case, so a keyspace created
@@ -282,6 +286,13 @@ def _overlapping_read(read: int, write: int) -> int:
     return int(cl.ALL)
 
 
+def _claim_stamp(now_us: int) -> int:
+    """The write timestamp of a content claim made at ``now_us``: larger for earlier
+    claims, so last-write-wins keeps the first claim. Even, so that the holder's own
+    record write (one above) never passes an earlier claim."""
+    return 2 * (_CLAIM_EPOCH_US - now_us)
+
+
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -332,6 +343,86 @@ class _HostLock:
     users: int = 0
 
 
+def _old_of(row: UrlState) -> _Old:
+    return _Old(str(row.status), _reason(row.reason), row.priority, row.depth, row.seq,
+                row.next_fetch_at)
+
+
+class _RowCache:
+    """What a single writer knows of its hosts' rows without reading them back.
+
+    The url_state rows this process wrote (copies) and the count rows it read or wrote,
+    per host, for at most ``limit`` rows in all (least recently used hosts go first).
+    Valid only while this process is the hosts' one writer: the owner drops it when
+    its hosts change (:meth:`CassandraStateStore.forget_cached`), and a host's entries
+    go whenever a write of it fails (it may or may not have been applied).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.rows: OrderedDict[str, dict[str, UrlState]] = OrderedDict()
+        self.counts: dict[str, dict[str, Counter[str]]] = {}  # host -> status -> reason -> n
+        self.size = 0
+
+    def row(self, host: str, url: str) -> UrlState | None:
+        rows = self.rows.get(host)
+        return None if rows is None else rows.get(url)
+
+    def put(self, host: str, rows: Iterable[UrlState]) -> None:
+        held = self.rows.get(host)
+        if held is None:
+            held = self.rows[host] = {}
+        else:
+            self.rows.move_to_end(host)
+        before = len(held)
+        for row in rows:
+            held[row.url] = msgspec.structs.replace(row)
+        self.size += len(held) - before
+        while self.size > self.limit and self.rows:
+            victim, dropped = next(iter(self.rows.items()))
+            if victim == host and len(self.rows) == 1:  # one host alone: trim it
+                for url in list(itertools.islice(dropped, len(dropped) - self.limit)):
+                    del dropped[url]
+                self.size = len(dropped)
+                break
+            self.forget(victim)
+
+    def host_counts(self, host: str, statuses: Iterable[str]
+                    ) -> tuple[Counter[tuple[str, str]], list[str]]:
+        """The known counts of ``statuses`` and the statuses not known."""
+        known = self.counts.get(host, {})
+        counts: Counter[tuple[str, str]] = Counter()
+        missing = []
+        for status in statuses:
+            by_reason = known.get(status)
+            if by_reason is None:
+                missing.append(status)
+                continue
+            for reason, n in by_reason.items():
+                counts[(status, reason)] = n
+        return counts, missing
+
+    def set_counts(self, host: str, statuses: Iterable[str],
+                   counts: Counter[tuple[str, str]]) -> None:
+        if host not in self.rows:  # counts are kept for hosts whose rows are
+            self.rows[host] = {}
+        known = self.counts.setdefault(host, {})
+        for status in statuses:
+            known[status] = Counter({reason: n for (s, reason), n in counts.items()
+                                     if s == status})
+
+    def forget(self, host: str) -> None:
+        dropped = self.rows.pop(host, None)
+        if dropped is not None:
+            self.size -= len(dropped)
+        self.counts.pop(host, None)
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.counts.clear()
+        self.size = 0
+
+
 class CassandraStateStore:
     """:class:`~common.ports.StateStore` over a Cassandra keyspace (cluster mode).
 
@@ -342,7 +433,9 @@ class CassandraStateStore:
     """
 
     def __init__(self, settings: StoreSettings, *, connect_timeout: float = 10.0,
-                 request_timeout: float = 30.0, max_concurrency: int = 128) -> None:
+                 request_timeout: float = 30.0, max_concurrency: int = 128,
+                 on_statement: Callable[[str, int], None] | None = None,
+                 row_cache: int = 0) -> None:
         keyspace = settings.keyspace.strip()
         if not _KEYSPACE_RE.fullmatch(keyspace):
             raise ValueError(f"CRAWLER_STORE_KEYSPACE: {settings.keyspace!r} is not a valid "
@@ -364,6 +457,10 @@ class CassandraStateStore:
         self._ps: dict[str, Any] = {}
         self._locks: dict[str, _HostLock] = {}
         self.buckets = STATUS_BUCKETS
+        self._on_statement = on_statement
+        self._kinds: dict[int, str] = {}
+        self._claims: dict[tuple[str, str], int] = {}
+        self._cache = _RowCache(row_cache) if row_cache > 0 else None
 
     @property
     def contact_points(self) -> str:
@@ -551,23 +648,24 @@ class CassandraStateStore:
             "put_robots": (insert("robots", _ROBOTS.columns), self._write),
             "get_robots": (f"SELECT {_ROBOTS.select} FROM {ks}.robots WHERE origin = ?",
                            self._read),
-            "claim": (insert("content", ("content_hash", "url", "record_file",
-                                         "record_offset", "record_length"))
-                      + " IF NOT EXISTS", self._write),
-            "set_record": (f"UPDATE {ks}.content SET record_file = ?, record_offset = ?, "
-                           "record_length = ? WHERE content_hash = ? IF url = ?",
+            "claim_put": (insert("content", ("content_hash", "url", "record_file",
+                                             "record_offset", "record_length"))
+                          + " USING TIMESTAMP ?", self._write),
+            "claim_get": ("SELECT url, record_file, record_offset, record_length, "
+                          f"WRITETIME(url) FROM {ks}.content WHERE content_hash = ?",
+                          self._rmw),
+            "record_put": (f"UPDATE {ks}.content USING TIMESTAMP ? SET record_file = ?, "
+                           "record_offset = ?, record_length = ? WHERE content_hash = ?",
                            self._write),
             "simhash_put": (insert("simhash_blocks", ("block_key", "url", "simhash")),
                             self._write),
             "simhash_get": (f"SELECT url, simhash FROM {ks}.simhash_blocks "
-                            "WHERE block_key = ?", self._read),
+                            "WHERE block_key IN ?", self._read),
         }
         prepared: dict[str, Any] = {}
         for name, (text, level) in cql.items():
             statement = session.prepare(text)
             statement.consistency_level = level
-            if name in ("claim", "set_record"):
-                statement.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
             prepared[name] = statement
         self._ps = prepared
 
@@ -578,8 +676,14 @@ class CassandraStateStore:
         if cluster is not None:
             await asyncio.to_thread(cluster.shutdown)
 
+    def forget_cached(self) -> None:
+        """Drop the rows kept in memory (see ``row_cache``): the caller's hosts changed."""
+        if self._cache is not None:
+            self._cache.clear()
+
     async def truncate(self) -> None:
         """Empty every table of the keyspace and keep the schema (tests; a crawl anew)."""
+        self.forget_cached()
         for table in TABLES:
             if table.name == "schema_version":
                 continue
@@ -601,6 +705,8 @@ class CassandraStateStore:
         """Run one statement on the driver's I/O thread; the result set of one page."""
         if self._session is None or self._slots is None:
             raise RuntimeError("the state store is not open")
+        if self._on_statement is not None:
+            self._count(statement)
         async with self._slots:
             loop = asyncio.get_running_loop()
             done: asyncio.Future[Any] = loop.create_future()
@@ -638,6 +744,21 @@ class CassandraStateStore:
             if DEPENDENCIES.is_down(STORE):
                 DEPENDENCIES.up(STORE)  # a request succeeded: Cassandra is back
             return result
+
+    def _count(self, statement: Any) -> None:
+        """Report one statement to ``on_statement``: its kind and, for a batch, rows."""
+        assert self._on_statement is not None
+        if isinstance(statement, BatchStatement):
+            self._on_statement("batch", len(statement))
+            return
+        prepared = getattr(statement, "prepared_statement", statement)
+        kind = self._kinds.get(id(prepared))
+        if kind is None:
+            text = " ".join(str(getattr(prepared, "query_string", "")).upper().split())
+            kind = ("read" if text.startswith("SELECT")
+                    else "lwt" if " IF " in f"{text} " else "write")
+            self._kinds[id(prepared)] = kind
+        self._on_statement(kind, 1)
 
     def _bind(self, name: str, params: Sequence[Any]) -> Any:
         if self._session is None:
@@ -735,6 +856,8 @@ class CassandraStateStore:
         return inserted
 
     async def get_url(self, host: str, url: str) -> UrlState | None:
+        if self._cache is not None and (cached := self._cache.row(host, url)) is not None:
+            return msgspec.structs.replace(cached)
         rows = await self._rows("get_url", (host, url))
         return _URLS.decode(rows[0]) if rows else None
 
@@ -773,11 +896,24 @@ class CassandraStateStore:
                                    host_row=host)
 
     async def _old_rows(self, by_host: dict[str, list[UrlState]]) -> dict[tuple[str, str], _Old]:
-        """The stored state of these rows, read at the write-overlapping level."""
-        keys = [(host, list(chunk)) for host, group in by_host.items()
-                for chunk in _chunks([r.url for r in group], _IN_ROWS)]
-        results = await asyncio.gather(*(self._rows("old_urls", key) for key in keys))
+        """The stored state of these rows, read at the write-overlapping level (rows in
+        the cache are not read)."""
         found: dict[tuple[str, str], _Old] = {}
+        cache = self._cache
+        if cache is not None:
+            unread: dict[str, list[str]] = {}
+            for host, group in by_host.items():
+                for r in group:
+                    cached = cache.row(host, r.url)
+                    if cached is None:
+                        unread.setdefault(host, []).append(r.url)
+                    else:
+                        found[(host, r.url)] = _old_of(cached)
+        else:
+            unread = {host: [r.url for r in group] for host, group in by_host.items()}
+        keys = [(host, list(chunk)) for host, group in unread.items()
+                for chunk in _chunks(group, _IN_ROWS)]
+        results = await asyncio.gather(*(self._rows("old_urls", key) for key in keys))
         for (host, _), result in zip(keys, results, strict=True):
             for url, status, reason, priority, depth, seq, next_fetch_at in result:
                 found[(host, url)] = _Old(status, reason or "", priority, depth, seq,
@@ -791,10 +927,24 @@ class CassandraStateStore:
     async def _apply_host(self, host: str, items: list[tuple[_Old | None, UrlState]], *,
                           host_row: HostState | None = None) -> None:
         """Write the rows of one host; ``host_row`` goes into the last batch."""
+        try:
+            await self._write_host(host, items, host_row)
+        except BaseException:
+            if self._cache is not None:  # applied or not: read it back next time
+                self._cache.forget(host)
+            raise
+
+    async def _write_host(self, host: str, items: list[tuple[_Old | None, UrlState]],
+                          host_row: HostState | None) -> None:
         bucket = self.bucket(host)
         statuses = {str(new.status) for _, new in items}
         statuses |= {old.status for old, _ in items if old is not None}
-        counts = await self._host_counts(host, bucket, statuses)
+        cache = self._cache
+        if cache is not None:
+            counts, unread = cache.host_counts(host, statuses)
+            counts.update(await self._host_counts(host, bucket, unread))
+        else:
+            counts = await self._host_counts(host, bucket, statuses)
         ps = self._ps
         chunks = list(_batches(items))
         for number, chunk in enumerate(chunks, 1):
@@ -831,6 +981,9 @@ class CassandraStateStore:
                 batch.add(ps["counts_put"], (status, bucket, host, reason,
                                              counts[(status, reason)]))
             await self._send(batch)
+            if cache is not None:
+                cache.put(host, (new for _, new in chunk))
+                cache.set_counts(host, statuses, counts)
 
     async def _host_counts(self, host: str, bucket: int,
                            statuses: Iterable[str]) -> Counter[tuple[str, str]]:
@@ -847,6 +1000,22 @@ class CassandraStateStore:
         results = await asyncio.gather(*(self._rows("get_urls", (host, list(chunk)))
                                          for chunk in _chunks(urls, _IN_ROWS)))
         return {r.url: r for rows in results for r in map(_URLS.decode, rows)}
+
+    async def _rows_of(self, host: str, urls: Sequence[str]) -> dict[str, UrlState]:
+        """The rows of these URLs: copies of cached ones, the rest read."""
+        if self._cache is None:
+            return await self._fetch_rows(host, urls)
+        found: dict[str, UrlState] = {}
+        unread = []
+        for url in urls:
+            cached = self._cache.row(host, url)
+            if cached is None:
+                unread.append(url)
+            else:
+                found[url] = msgspec.structs.replace(cached)
+        if unread:
+            found.update(await self._fetch_rows(host, unread))
+        return found
 
     async def due_urls(self, host: str, now: float, limit: int) -> list[UrlState]:
         """Queued rows of ``host`` with next_fetch_at <= now, by (priority, depth, seq)."""
@@ -868,7 +1037,7 @@ class CassandraStateStore:
                 entries = [e for e in page if now is None or e[4] <= now]
                 while entries and len(found) < limit:
                     take, entries = entries[:limit - len(found)], entries[limit - len(found):]
-                    rows = await self._fetch_rows(host, [e[3] for e in take])
+                    rows = await self._rows_of(host, [e[3] for e in take])
                     for priority, depth, seq, url, next_fetch_at in take:
                         r = rows.get(url)
                         if (r is not None and r.status is UrlStatus.QUEUED
@@ -977,19 +1146,20 @@ class CassandraStateStore:
 
     # --------------------------------------------------- content fingerprints
 
-    async def _lwt(self, name: str, params: Sequence[Any]) -> dict[str, Any]:
-        """Run a lightweight transaction, retrying timeouts and contention; its row."""
-        for attempt in range(_LWT_ATTEMPTS):
-            try:
-                result = await self._query(name, params)
-            except (Timeout, Unavailable, CoordinationFailure, OperationTimedOut) as exc:
-                if attempt == _LWT_ATTEMPTS - 1:
-                    raise
-                log.debug("retrying %s after %r", name, exc)
-                await asyncio.sleep(0.02 * 2 ** attempt)
-                continue
-            return dict(zip(result.column_names, result.current_rows[0], strict=True))
-        raise AssertionError("unreachable")  # pragma: no cover
+    def _claim_time(self, content_hash: str, url: str) -> int:
+        """The write timestamp of a new claim: earlier claims get larger timestamps."""
+        stamp = _claim_stamp(time.time_ns() // 1000)
+        self._claims[(content_hash, url)] = stamp
+        while len(self._claims) > _CLAIMS_KEPT:
+            self._claims.pop(next(iter(self._claims)))
+        return stamp
+
+    async def _holder(self, content_hash: str) -> tuple[str, RecordPointer | None, int] | None:
+        rows = await self._rows("claim_get", (content_hash,))
+        if not rows:
+            return None
+        url, file, offset, length, stamp = rows[0]
+        return url, (None if file is None else RecordPointer(file, offset, length)), stamp
 
     async def claim_content(self, content_hash: str, url: str,
                             record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
@@ -997,15 +1167,25 @@ class CassandraStateStore:
 
         Returns the holder (url, record): ``url`` itself when this call claimed it (or
         claimed it before: a repeated claim by the holder returns the stored record).
+        No lightweight transaction: the claim is written with a timestamp that is larger
+        the earlier the claim (:func:`_claim_stamp`), so Cassandra's last-write-wins
+        keeps the first claim's cells on every replica, whatever order writes arrive
+        in; the row read back at the write-overlapping level names the holder.
         """
-        pointer = ((UNSET_VALUE,) * 3 if record is None
+        pointer = ((None,) * 3 if record is None
                    else (record.file, record.offset, record.length))
-        row = await self._lwt("claim", (content_hash, url, *pointer))
-        if row["[applied]"]:
-            return url, record
-        file = row["record_file"]
-        return row["url"], (None if file is None
-                            else RecordPointer(file, row["record_offset"], row["record_length"]))
+        stamp = self._claim_time(content_hash, url)
+        # every column written, unset record cells as nulls: a later claim's record
+        # must not fill in the holder's
+        await self._query("claim_put", (content_hash, url, *pointer, stamp))
+        found = await self._holder(content_hash)
+        if found is None:  # pragma: no cover - the write above is visible to this read
+            raise RuntimeError(f"the claim on {content_hash} is not readable after its write")
+        if found[0] == url:  # this URL holds it, perhaps from an earlier claim
+            self._claims[(content_hash, url)] = found[2]
+        else:
+            self._claims.pop((content_hash, url), None)
+        return found[0], found[1]
 
     async def set_content_record(self, content_hash: str, url: str,
                                  record: RecordPointer) -> None:
@@ -1013,27 +1193,36 @@ class CassandraStateStore:
 
         A claim held by another URL is left alone; with no claim yet, ``url`` claims it.
         """
-        pointer = (record.file, record.offset, record.length)
-        row = await self._lwt("set_record", (*pointer, content_hash, url))
-        if not row["[applied]"] and "url" not in row:  # no claim at all
-            await self._lwt("claim", (content_hash, url, *pointer))
+        stamp = self._claims.pop((content_hash, url), None)
+        if stamp is None:  # not claimed by this process (or long ago): look
+            found = await self._holder(content_hash)
+            if found is None:
+                await self.claim_content(content_hash, url, record)
+                return
+            if found[0] != url:
+                return
+            stamp = found[2]
+        # one above the claim's own timestamp (claims are even: never above an
+        # earlier claim); a later claimer's set is below the holder's cells and lost
+        await self._query("record_put", (stamp + 1, record.file, record.offset,
+                                         record.length, content_hash))
 
     async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
         """Index ``url`` under each block key; adding it again is harmless."""
         if not keys:
             return
         value = to_signed(simhash)
-        signed = sorted({to_signed(k) for k in keys})
-        await asyncio.gather(*(self._query("simhash_put", (k, url, value)) for k in signed))
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._write)
+        for k in sorted({to_signed(k) for k in keys}):
+            batch.add(self._ps["simhash_put"], (k, url, value))
+        await self._send(batch)  # one statement; each entry is idempotent
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
         """(url, simhash) of every page indexed under any of ``keys``, each pair once."""
         signed = sorted({to_signed(k) for k in keys})
         if not signed:
             return []
-        results = await asyncio.gather(*(self._all_rows("simhash_get", (k,)) for k in signed))
         found: dict[tuple[str, int], None] = {}
-        for rows in results:
-            for url, value in rows:
-                found[(url, to_unsigned(value))] = None
+        for url, value in await self._all_rows("simhash_get", (signed,)):  # one statement
+            found[(url, to_unsigned(value))] = None
         return list(found)

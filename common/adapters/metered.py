@@ -35,6 +35,9 @@ class MeteredStateStore:
         self._inner = inner
         self._metrics = metrics
 
+    def forget_cached(self) -> None:
+        self._inner.forget_cached()
+
     @property
     def inner(self) -> StateStore:
         """The wrapped store."""

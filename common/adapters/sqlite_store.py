@@ -438,6 +438,9 @@ class SqliteStateStore:
             raise
         db.execute("COMMIT")
 
+    def forget_cached(self) -> None:
+        """Nothing to drop: every call reads the file."""
+
     async def close(self) -> None:
         """Close the file; pending calls finish first. Calling it twice is harmless."""
         q, thread = self._queue, self._thread
