@@ -33,7 +33,7 @@ from frontier.stats import collect
 SERVICES = ("frontier", "fetcher", "parser", "dedup")
 
 COUNTED = ("crawler_bus_messages_published_total", "crawler_bus_messages_consumed_total",
-           "crawler_store_statements_total", "crawler_store_batch_rows_total",
+           "crawler_store_statements_sent_total", "crawler_store_batch_rows_total",
            "crawler_store_request_duration_seconds_count")
 """The services' own counters the report reads: Kafka messages by topic, Cassandra
 statements by kind, store calls by operation."""

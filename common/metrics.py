@@ -69,7 +69,7 @@ STORE_OPERATIONS: frozenset[str] = _public_methods(StateStore, BlobStore)
 """Values of the ``operation`` label: the method names of the store ports."""
 
 STATEMENT_KINDS = ("read", "write", "batch", "lwt")
-"""Values of the ``kind`` label of ``crawler_store_statements_total``."""
+"""Values of the ``kind`` label of ``crawler_store_statements_sent_total``."""
 
 # Bucket bounds, in seconds.
 FETCH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -325,7 +325,7 @@ class StoreMetrics:
             "crawler_store_request_errors_total", "Store calls that raised, by operation.",
             ["operation"], registry=registry)
         self.statements = Counter(
-            "crawler_store_statements_total",
+            "crawler_store_statements_sent_total",
             "Statements sent to the database, by kind: read, write, batch (one statement "
             "however many rows) and lwt (a lightweight transaction: a Paxos round).",
             ["kind"], registry=registry)

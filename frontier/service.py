@@ -885,15 +885,20 @@ class Frontier:
             # The longest this request can run: robots.txt and the page (each bounded by
             # the total timeout) and the rest between them. A new owner waits it out.
             fs = self.settings.fetcher
+            lease_before = state.lease_until
             state.lease_until = max(state.lease_until, now + 2 * fs.total_timeout + delay
                                     + self.settings.politeness.max_crawl_delay)
-            if self.embedded:
-                # embedded mode drops the lease on recovery, so the host row is written
-                # with the fetch result instead (one write less per page)
-                await self.store.put_url(row)
-            else:
-                # the lease is for a later owner: in the same write as the row
-                await self.store.put_url_and_host(row, state)
+            try:
+                if self.embedded:
+                    # embedded mode drops the lease on recovery, so the host row is
+                    # written with the fetch result instead (one write less per page)
+                    await self.store.put_url(row)
+                else:
+                    # the lease is for a later owner: in the same write as the row
+                    await self.store.put_url_and_host(row, state)
+            except BaseException:
+                state.lease_until = lease_before  # no request can have gone out
+                raise
             task = FetchTask(task_id=task_id, url=row.url, host=host, depth=row.depth,
                              priority=row.priority, attempt=row.attempts, hops=row.hops,
                              etag=row.etag, last_modified=row.last_modified,

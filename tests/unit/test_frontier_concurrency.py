@@ -40,7 +40,7 @@ class GatedStore(SqliteStateStore):
         self.held: dict[str, asyncio.Event] = {}
         self.waiting: dict[str, asyncio.Event] = {}  # set when a call waits at the gate
         self.calls: list[tuple[str, str, str]] = []
-        self.fail_put_url: set[str] = set()  # hosts whose next put_url raises
+        self.fail_put_url: set[str] = set()  # hosts whose next write of a URL row raises
 
     def hold(self, host: str) -> None:
         self.held[host] = asyncio.Event()
@@ -70,6 +70,9 @@ class GatedStore(SqliteStateStore):
 
     async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
         await self._gate(row.host, "put_url_and_host")
+        if row.host in self.fail_put_url:
+            self.fail_put_url.discard(row.host)
+            raise OSError("store unavailable")
         await super().put_url_and_host(row, host)
 
     async def get_host(self, host: str) -> HostState | None:
@@ -373,7 +376,7 @@ async def test_a_failed_dispatch_is_tried_again_and_dispatching_goes_on(
     bus = MemoryBus()
     frontier = Frontier(_settings(), bus, store, embedded=False)
     await _discover(frontier, "a.test", ["/1"])
-    store.fail_put_url.add("a.test")
+    store.fail_put_url.add("a.test")  # the dispatch's write of the row and lease
     got: list[FetchTask] = []
     some = asyncio.Event()
     runner = await _run_until(frontier, bus, some, got)
@@ -408,7 +411,8 @@ async def test_a_result_waits_for_the_dispatch_of_its_host(store: GatedStore) ->
         calls = [(call, name) for host, call, name in store.calls if host == "a.test"]
         mine = [i for i, (_, name) in enumerate(calls) if name == "result"]
         assert mine and mine == list(range(mine[0], mine[-1] + 1)), calls
-        lease = calls.index(("put_host", "frontier-dispatch:a.test"))
+        # the row and the host's lease, in one write
+        lease = calls.index(("put_url_and_host", "frontier-dispatch:a.test"))
         assert lease < mine[0], calls  # the whole dispatch came first
         assert [t.url for t in got] == ["http://a.test/1"]
         row = await store.get_url("a.test", "http://a.test/p")
