@@ -1,12 +1,14 @@
 """One cluster-mode crawl: ``python -m bench.cluster_child CONFIG.json``.
 
-Starts one process per service (``python -m frontier``, ``fetcher``, ``parser``,
-``dedup``) on the local Kafka and Cassandra with a topic prefix and keyspace of its
-own, seeds the crawl (``crawler seed``), waits until nothing is queued, in flight or
-awaiting parse (read from Cassandra, several polls in a row), stops the services with
-SIGTERM and waits for each. It writes ``report.json`` into ``meta_dir``: CPU
-and peak memory of every service process (from ``wait4``), and its own CPU, which
-the benchmark leaves out. Finally the keyspace and topics of the run are dropped.
+Starts one process per service (``python -m frontier`` and ``fetcher``, which parses and
+judges pages itself; also ``parser`` and ``dedup`` when
+``CRAWLER_FETCHER_PARSE_INLINE=false``) on the local Kafka and Cassandra with a topic
+prefix and keyspace of its own, seeds the crawl (``crawler seed``), waits until nothing
+is queued, in flight or awaiting parse (read from Cassandra, several polls in a row),
+stops the services with SIGTERM and waits for each. It writes ``report.json`` into
+``meta_dir``: CPU and peak memory of every service process (from ``wait4``), and its own
+CPU, which the benchmark leaves out. Finally the keyspace and topics of the run are
+dropped.
 
 Settings come from the CRAWLER_* environment (the same as the embedded runs) plus the
 config's ``env`` (backends, topics, keyspace).
@@ -31,6 +33,7 @@ from common.settings import Settings
 from frontier.stats import collect
 
 SERVICES = ("frontier", "fetcher", "parser", "dedup")
+INLINE_SERVICES = ("frontier", "fetcher")  # the fetcher parses and judges (parse_inline)
 
 COUNTED = ("crawler_bus_messages_published_total", "crawler_bus_messages_consumed_total",
            "crawler_store_statements_sent_total", "crawler_store_batch_rows_total",
@@ -141,7 +144,8 @@ def main(argv: list[str]) -> int:
     procs: dict[str, subprocess.Popen[bytes]] = {}
     usage: dict[str, dict[str, float]] = {}
     counters: dict[str, dict[str, float]] = {}
-    ports = {name: free_port() for name in SERVICES}
+    services = INLINE_SERVICES if settings.fetcher.parse_inline else SERVICES
+    ports = {name: free_port() for name in services}
     report: dict[str, Any] = {"services": usage, "counters": counters}
     files = []
 
@@ -169,7 +173,7 @@ def main(argv: list[str]) -> int:
 
     code = 0
     try:
-        for name in SERVICES:
+        for name in services:
             f = (logs / f"{name}.log").open("wb")
             files.append(f)
             procs[name] = subprocess.Popen([sys.executable, "-m", name],

@@ -190,6 +190,21 @@ class FetchTask(_Msg, frozen=True, kw_only=True):
     issued_at: Timestamp = 0.0
 
 
+class StatusUpdate(_Msg, frozen=True, kw_only=True):
+    """A later stage's verdict on a URL, for its frontier owner (topic status, key=host)."""
+
+    url: str
+    host: str
+    status: UrlStatus
+    reason: Reason | None = None
+    duplicate_of: str | None = None
+    simhash: SimHash | None = None
+    content_hash: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_simhash(self.simhash)
+
+
 class FetchResult(_Msg, frozen=True, kw_only=True):
     """How a fetch ended (topic fetched, key=host)."""
 
@@ -213,6 +228,9 @@ class FetchResult(_Msg, frozen=True, kw_only=True):
     robots_crawl_delay: Seconds | None = None
     robots_fetched: bool = False  # this task also fetched robots.txt
     error: str | None = None
+    # the page's verdict, when the fetcher parsed and judged it itself (cluster mode
+    # with parse_inline): the frontier applies it with the result, in one write
+    verdict: StatusUpdate | None = None
 
 
 class ParsedPage(_Msg, frozen=True, kw_only=True):
@@ -236,21 +254,6 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     duplicate_of: str | None = None  # set when the body was an exact duplicate
     error: str | None = None
     timed_out: bool = False  # the error is the page job time limit
-
-    def __post_init__(self) -> None:
-        _check_simhash(self.simhash)
-
-
-class StatusUpdate(_Msg, frozen=True, kw_only=True):
-    """A later stage's verdict on a URL, for its frontier owner (topic status, key=host)."""
-
-    url: str
-    host: str
-    status: UrlStatus
-    reason: Reason | None = None
-    duplicate_of: str | None = None
-    simhash: SimHash | None = None
-    content_hash: str | None = None
 
     def __post_init__(self) -> None:
         _check_simhash(self.simhash)

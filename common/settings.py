@@ -180,6 +180,11 @@ class FetcherSettings:
     allow_networks: tuple[str, ...] = _f((), "CIDR ranges the SSRF guard lets through "
                                          "(for tests and demos, e.g. 127.0.0.1/32).")
     store_robots_in_warc: bool = _f(True, "Write robots.txt responses to the WARC too.")
+    parse_inline: bool = _f(True, "Cluster mode: the fetcher parses each page it stored, "
+                            "judges it for near-duplicates and publishes its outlinks "
+                            "itself, and sends the verdict with the fetch result (no "
+                            "parser or dedup service needed, two topics fewer per page); "
+                            "false: separate parser and dedup services do it.")
 
 
 @dataclass(frozen=True, slots=True)

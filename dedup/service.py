@@ -124,6 +124,13 @@ class DedupStage:
         page = delivery.message
         if not isinstance(page, ParsedPage):
             raise TypeError(f"dedup cannot handle {type(page).__name__}")
+        verdict = await self.judge(page)
+        await self.bus.publish(Topic.STATUS, page.host, verdict)
+
+    async def judge(self, page: ParsedPage) -> StatusUpdate:
+        """The page's verdict: look it up among near-duplicates, publish its outlinks
+        (when unique and followable) and its page record; the caller delivers the
+        verdict to the frontier (topic status, or with the fetch result)."""
         near_of: str | None = None
         reason: Reason | None = None
         if page.duplicate_of is not None:
@@ -152,10 +159,10 @@ class DedupStage:
                 await self._publish_links(page)
         if not page.noindex and page.error is None:
             await self.bus.publish(Topic.PAGES, page.host, page_record(page, near_of))
-        await self.bus.publish(Topic.STATUS, page.host, StatusUpdate(
+        return StatusUpdate(
             url=page.url, host=page.host, status=UrlStatus.DONE, reason=reason,
             duplicate_of=page.duplicate_of or near_of, simhash=page.simhash,
-            content_hash=page.content_hash))
+            content_hash=page.content_hash)
 
     async def _publish_links(self, page: ParsedPage) -> None:
         """One Discovered message per bus partition that the page links into.

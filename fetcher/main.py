@@ -5,6 +5,7 @@ from __future__ import annotations
 from common.archive import ArchiveWriter
 from common.messages import Topic
 from common.metrics import Metrics
+from common.pagework import KEEP_RECENT, ThreadPageWork, WorkContext
 from common.runtime import make_blobs, make_bus, make_store, run_service, writer_id
 from common.settings import Settings
 from fetcher.http import HttpFetcher
@@ -13,7 +14,10 @@ from fetcher.service import FetcherStage
 
 
 async def run(settings: Settings) -> None:
-    metrics = Metrics.create(roles=("fetcher",))
+    inline = settings.fetcher.parse_inline
+    # parsing and judging here: their metrics are served here too
+    metrics = Metrics.create(roles=("fetcher", "parser", "dedup") if inline
+                             else ("fetcher",))
     bus = make_bus(settings, metrics=metrics)
     store = make_store(settings, metrics=metrics)
     writer = writer_id("fetcher")
@@ -24,7 +28,19 @@ async def run(settings: Settings) -> None:
     await store.open()
     await http.start()
     robots = RobotsCache(store, http, settings)
-    stage = FetcherStage(settings, bus, store, blobs, archive, http, robots, metrics=metrics)
+    # WARC records written on worker threads, which keep the latest responses for the
+    # parse that follows (parse_inline): no read back from the file
+    work = ThreadPageWork(WorkContext(settings, blobs, archive,
+                                      keep_recent=KEEP_RECENT if inline else 0))
+    judge = None
+    if inline:
+        # the composition of the fetcher, parser and dedup stages lives beside embedded
+        # mode's, so the service packages never import each other
+        from crawler.inline import page_judge
+
+        judge = page_judge(settings, bus, store, blobs, archive, work, metrics)
+    stage = FetcherStage(settings, bus, store, blobs, archive, http, robots, metrics=metrics,
+                         work=work, judge=judge)
 
     async def stop() -> None:
         await bus.stop()

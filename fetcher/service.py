@@ -22,9 +22,12 @@ import functools
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from common.adapters.handling import while_down
+import msgspec
+
+from common.adapters.handling import dependency_down, while_down
 from common.archive import (
     ArchiveWriter,
     Truncation,
@@ -33,7 +36,15 @@ from common.archive import (
     payload_digest,
     read_response,
 )
-from common.messages import FetchOutcome, FetchResult, FetchTask, Topic
+from common.messages import (
+    FetchOutcome,
+    FetchResult,
+    FetchTask,
+    Reason,
+    StatusUpdate,
+    Topic,
+    UrlStatus,
+)
 from common.metrics import Metrics
 from common.pagework import PageWork, ThreadPageWork, WorkContext
 from common.ports import BlobStore, Bus, Delivery, StateStore
@@ -59,6 +70,12 @@ ROBOTS_FAILURES = {
 }
 
 
+PageJudge = Callable[[FetchResult], Awaitable[StatusUpdate]]
+"""Parses a stored page, publishes what it leads to (outlinks, page record) and returns
+its verdict: the fetcher's ``judge`` in cluster mode with ``parse_inline`` (composed in
+:mod:`crawler.inline` from the parser and dedup stages)."""
+
+
 @dataclass(slots=True)
 class FetcherCounters:
     tasks: int = 0
@@ -73,8 +90,10 @@ class FetcherCounters:
 class FetcherStage:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore,
                  archive: ArchiveWriter, http: HttpFetcher, robots: RobotsCache, *,
-                 metrics: Metrics | None = None, work: PageWork | None = None) -> None:
+                 metrics: Metrics | None = None, work: PageWork | None = None,
+                 judge: PageJudge | None = None) -> None:
         self.settings = settings
+        self.judge = judge
         self.bus = bus
         self.store = store
         self.blobs = blobs
@@ -126,10 +145,31 @@ class FetcherStage:
             if result.robots_fetched or result.outcome not in NO_REQUEST:
                 self.gate.done(task.host, result.fetched_at or time.time(),
                                max(task.delay, result.robots_crawl_delay or 0.0))
+        if (self.judge is not None and result.outcome is FetchOutcome.OK
+                and result.record is not None):
+            # parsed and judged here; an outage of the bus or the store waits here
+            # rather than fetch the page again
+            verdict = await while_down(lambda: self._judge(result),
+                                       f"parsing and judging {task.url}")
+            result = msgspec.structs.replace(result, verdict=verdict)
         self._remember(task.task_id, result)
         # the page was fetched: an outage of the bus must not fetch it again
         await while_down(lambda: self.bus.publish(Topic.FETCHED, task.host, result),
                          f"publishing the result of {task.url}")
+
+    async def _judge(self, result: FetchResult) -> StatusUpdate:
+        assert self.judge is not None
+        try:
+            return await self.judge(result)
+        except Exception as exc:
+            if dependency_down(exc) is not None:
+                raise  # waited out by the caller
+            # a failure of the page's own (a broker refusing its message for good, a
+            # bug): a recorded outcome for this URL, never the fetch repeated
+            log.warning("parsing and judging %s failed: %r", result.task.url, exc)
+            return StatusUpdate(url=result.task.url, host=result.task.host,
+                                status=UrlStatus.DONE, reason=Reason.PARSE_ERROR,
+                                content_hash=result.content_hash)
 
     async def fetch(self, task: FetchTask) -> FetchResult:
         try:

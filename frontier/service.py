@@ -523,14 +523,17 @@ class Frontier:
             return
         slot = slot or await self._slot(task.host)
         effect = apply_result(result, row, slot.state, self.settings, now, self.delay_overrides)
+        # the page's verdict, when it came with the result (the fetcher judged it) or
+        # before it (topic status overtook topic fetched): applied in the same write
+        verdict = result.verdict or self._early.get((task.host, task.url))
+        if (verdict is not None and effect.row.status is UrlStatus.FETCHED
+                and verdict.content_hash == effect.row.content_hash):
+            _with_verdict(effect.row, verdict)
         # one write: a crash between the two would apply the result to the URL and not
         # to its host (a page not counted toward the host's cap and the crawl's figures)
         await self.store.put_url_and_host(effect.row, effect.host)
+        self._early.pop((task.host, task.url), None)
         slot.state = effect.host
-        early = self._early.pop((task.host, task.url), None)
-        if (early is not None and effect.row.status is UrlStatus.FETCHED
-                and early.content_hash == effect.row.content_hash):
-            await self._apply_verdict(effect.row, early)
         if effect.row.status is UrlStatus.REJECTED and effect.row.reason is not None:
             self.counters.rejected[effect.row.reason.value] += 1
             self.metrics.count_rejected(effect.row.reason)
@@ -569,12 +572,7 @@ class Frontier:
         await self._apply_verdict(row, msg)
 
     async def _apply_verdict(self, row: UrlState, msg: StatusUpdate) -> None:
-        row.status = msg.status
-        row.reason = msg.reason
-        if msg.duplicate_of is not None:
-            row.duplicate_of = msg.duplicate_of
-        if msg.simhash is not None:
-            row.simhash = msg.simhash
+        _with_verdict(row, msg)
         await self.store.put_url(row)
 
     # ------------------------------------------------------------------ scheduling
@@ -1038,6 +1036,16 @@ class Frontier:
             except Exception as exc:  # a store hiccup must not stop the frontier
                 log.warning("frontier: reading the control row failed: %s", exc)
             await asyncio.sleep(interval)
+
+
+def _with_verdict(row: UrlState, msg: StatusUpdate) -> None:
+    """Close a stored page's row with a later stage's verdict."""
+    row.status = msg.status
+    row.reason = msg.reason
+    if msg.duplicate_of is not None:
+        row.duplicate_of = msg.duplicate_of
+    if msg.simhash is not None:
+        row.simhash = msg.simhash
 
 
 def _replay_result(row: UrlState) -> FetchResult:

@@ -101,6 +101,8 @@ class ParserStage:
             raise TypeError(f"parser cannot handle {type(result).__name__}")
         if result.outcome is not FetchOutcome.OK or result.record is None:
             return  # the frontier records every other outcome
+        if result.verdict is not None:
+            return  # parsed and judged by its fetcher (parse_inline)
         page = await self.parse(result, result.record)
         # parsed and its text archived: a bus outage waits here rather than parse again
         await while_down(lambda: self.bus.publish(Topic.PARSED, page.host, page),
