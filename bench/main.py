@@ -616,12 +616,12 @@ def _folder_size(path: Path) -> int:
     return folder_bytes(path) if path.exists() else 0
 
 
-def infra_pids() -> list[int]:
-    pids = []
+def infra_pids() -> dict[str, int]:
+    pids = {}
     for name in ("kafka", "cassandra"):
         pid_file = REPO / "var" / name / f"{name}.pid"
         with contextlib.suppress(OSError, ValueError):
-            pids.append(int(pid_file.read_text().strip()))
+            pids[name] = int(pid_file.read_text().strip())
     return pids
 
 

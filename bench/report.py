@@ -129,6 +129,19 @@ def _goal_rows(results: dict[str, Any]) -> list[str]:
     v = r["cluster_vs_scrapy_pages_per_second"]
     row("cluster mode: at least Scrapy's pages per second", v, "{:.2f}x",
         None if v is None else v >= 1)
+    cost = cluster_cost(results)
+    if cost is not None:
+        v = (cost["total_ms"] / cost["embedded_ms"]) if cost["embedded_ms"] else None
+        row("cluster mode: total CPU per page (services and JVMs) at most 2.5x embedded "
+            "mode's", v, "{:.2f}x", None if v is None else v <= 2.5)
+        v = cost["statements"].get("lwt", 0.0)
+        row("cluster mode: no Paxos round per page", v, "{:.2f} per page", v < 0.01)
+        v = cost["statements_total"]
+        row("cluster mode: at most 4 Cassandra statements per page", v, "{:.2f}", v <= 4)
+        v = max(cost["produced_total"], cost["consumed_total"])
+        row("cluster mode: at most 6 Kafka messages per page (produced, and consumed)", v,
+            f"{cost['produced_total']:.2f} produced, {cost['consumed_total']:.2f} consumed",
+            v <= 6)
     v = r.get("time_per_page_largest_vs_smallest")
     c = r.get("cpu_per_page_largest_vs_smallest")
     row("time per page flat from the smallest to the largest known-URL count "
@@ -348,6 +361,8 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
               "run on average (not included above; read from their processes, so it also "
               "counts anything else those servers did meanwhile).\n")
 
+    out.extend(cluster_cost_lines(results))
+
     # ---- scaling
     scaling = [r for r in results.get("scaling") or [] if "error" not in r]
     if scaling:
@@ -511,3 +526,178 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
       "stopping them afterwards if it started them. The raw numbers: "
       f"`{results_file}`.\n")
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- cluster cost
+
+TARGET_PAGES_PER_SECOND = 25_000  # the design seed's crawl rate, for the projection
+
+STORE_CALLS_WHY: dict[str, str] = {
+    "put_url_and_host": "frontier: one logged batch when a URL is dispatched (the URL in "
+    "flight and the host's lease, which a new owner waits out after a crash) and one with "
+    "its result and verdict (the URL's final state, the host's next allowed time and "
+    "page count), so politeness and nothing-lost hold across a crash",
+    "put_url": "frontier: a URL closed on its own (a verdict arriving apart from its "
+    "result, a URL refused at dispatch)",
+    "claim_content": "fetcher: a new body's content claim (a write whose timestamp makes "
+    "the first claim win, no Paxos) and its read-back naming the holder, so a later copy "
+    "becomes a revisit record",
+    "set_content_record": "fetcher: the first copy's record pointer, which revisit "
+    "records refer to",
+    "simhash_candidates": "near-duplicate look-up: one read of the page's SimHash block "
+    "partitions",
+    "add_simhash": "near-duplicate index: one unlogged batch of the page's block entries",
+    "add_urls": "frontier: new URLs, one batch per host of a discovered message (outlinks "
+    "of many pages share a message) after one read of which of them the host knows",
+    "due_urls": "frontier: a host's next queued URLs, read a head at a time",
+    "next_due_time": "frontier: when a host with nothing due now has something due",
+    "get_host": "frontier: a host's row, the first time it is scheduled",
+    "get_url": "frontier: a URL's row when its result comes (answered from the owner's "
+    "memory when it wrote the row, so mostly no statement)",
+    "get_robots": "fetcher: robots.txt of an origin not in the fetcher's cache",
+    "put_robots": "fetcher: robots.txt fetched, shared with the other fetchers",
+    "add_seed_roots": "frontier: the seeds' roots, for the crawl scope",
+}
+
+TOPIC_WHY: dict[str, str] = {
+    "fetch": "frontier -> fetchers: the task, keyed by host",
+    "fetched": "fetcher -> frontier: the result with its verdict (the fetcher parsed "
+    "and judged the page)",
+    "discovered": "outlinks -> their frontier owners, the links of many pages bound for "
+    "one partition in one message",
+    "pages": "one record per stored page for indexers: the crawl's output, not consumed "
+    "by the crawler",
+    "parsed": "parser -> dedup (only with CRAWLER_FETCHER_PARSE_INLINE=false)",
+    "status": "dedup -> frontier (only with CRAWLER_FETCHER_PARSE_INLINE=false)",
+    "control": "operator changes to a host (none in a benchmark run)",
+}
+
+
+def _median_run(results: dict[str, Any], tool: str) -> dict[str, Any] | None:
+    runs = [r for r in results.get("runs", []) if r["tool"] == tool
+            and r.get("exit_code") == 0 and not r.get("timed_out") and r.get("pages")]
+    if not runs:
+        return None
+    runs.sort(key=lambda r: r["pages_per_second"])
+    return runs[len(runs) // 2]
+
+
+def _counter(run: dict[str, Any], name: str) -> dict[str, float]:
+    """``name``'s samples per page, by their one label's value."""
+    out: dict[str, float] = {}
+    for key, value in (run.get("counters") or {}).items():
+        if key.startswith(name + "{"):
+            label = key[len(name) + 1:-1].partition("=")[2]
+            out[label] = out.get(label, 0.0) + value / run["pages"]
+    return out
+
+
+def cluster_cost(results: dict[str, Any]) -> dict[str, Any] | None:
+    """CPU, statements and messages per page of the median cluster run, beside the
+    median embedded and Scrapy runs' CPU per page."""
+    run = _median_run(results, "cluster")
+    if run is None or not run.get("service_cpu"):
+        return None
+    pages = run["pages"]
+    services = {name: 1000 * cpu / pages for name, cpu in run["service_cpu"].items()
+                if name != "seed"}
+    servers = {name: 1000 * cpu / pages
+               for name, cpu in (run.get("infra_cpu_by_server") or {}).items()}
+    python = sum(services.values())
+    jvm = sum(servers.values()) if servers else None
+    emb = _median_run(results, "embedded")
+    scr = _median_run(results, "scrapy")
+    statements = _counter(run, "crawler_store_statements_sent_total")
+    produced = _counter(run, "crawler_bus_messages_published_total")
+    consumed = _counter(run, "crawler_bus_messages_consumed_total")
+    return {
+        "run": run["run"], "pages": pages, "pages_per_second": run["pages_per_second"],
+        "services_ms": services, "servers_ms": servers, "python_ms": python,
+        "jvm_ms": jvm, "total_ms": python + (jvm or 0.0),
+        "embedded_ms": emb["cpu_seconds_per_1000_pages"] if emb else None,
+        "scrapy_ms": scr["cpu_seconds_per_1000_pages"] if scr else None,
+        "statements": statements, "statements_total": sum(statements.values()),
+        "batch_rows": _counter(run, "crawler_store_batch_rows_total").get("", 0.0),
+        "store_calls": _counter(run, "crawler_store_request_duration_seconds_count"),
+        "produced": produced, "consumed": consumed,
+        "produced_total": sum(produced.values()), "consumed_total": sum(consumed.values()),
+    }
+
+
+def cluster_cost_lines(results: dict[str, Any]) -> list[str]:
+    c = cluster_cost(results)
+    if c is None:
+        return []
+    lines: list[str] = []
+    w = lines.append
+    w("## Cluster mode: where each page's cost goes\n")
+    w(f"From the median cluster run (run {c['run']}, {c['pages']:,} pages, "
+      f"{_f(c['pages_per_second'])} pages/s): CPU of every service process (`wait4`) and "
+      "of the Kafka and Cassandra JVMs (from /proc over the run, so it includes their own "
+      "background work), and the services' own counters, read from each one's /metrics "
+      "just before it stopped: statements sent to Cassandra by kind, store calls by "
+      "operation and Kafka messages by topic. The embedded and Scrapy figures are their "
+      "median runs'.\n")
+    w("| process | CPU ms per page |")
+    w("|---|---|")
+    for name, ms in sorted(c["services_ms"].items()):
+        w(f"| {name} (Python) | {_f(ms, 2)} |")
+    for name, ms in sorted(c["servers_ms"].items()):
+        w(f"| {name.capitalize()} (JVM) | {_f(ms, 2)} |")
+    w(f"| **Python, all services** | **{_f(c['python_ms'], 2)}** |")
+    w(f"| **JVMs** | **{_f(c['jvm_ms'], 2)}** |")
+    w(f"| **cluster mode in all** | **{_f(c['total_ms'], 2)}** |")
+    if c["embedded_ms"]:
+        w(f"| embedded mode (one process) | {_f(c['embedded_ms'], 2)} |")
+    if c["scrapy_ms"]:
+        w(f"| Scrapy | {_f(c['scrapy_ms'], 2)} |")
+    w("")
+    if c["embedded_ms"]:
+        w(f"Cluster mode costs **{c['total_ms'] / c['embedded_ms']:.2f}x** embedded mode's "
+          f"CPU per page in all (Python alone {c['python_ms'] / c['embedded_ms']:.2f}x; "
+          "goal at most 2.5x).\n")
+    st = c["statements"]
+    w(f"**Cassandra statements per page: {_f(c['statements_total'], 2)}** (goal at most 4): "
+      + ", ".join(f"{kind} {_f(st.get(kind, 0.0), 2)}" for kind in
+                  ("read", "write", "batch", "lwt"))
+      + f"; the batches carry {_f(c['batch_rows'], 1)} rows per page. Lightweight "
+      f"transactions (Paxos rounds) per page: **{_f(st.get('lwt', 0.0), 2)}**. "
+      "Store calls per page (a call is one or more statements, or none when the "
+      "frontier's memory of its hosts' rows answers it), and why each is there:\n")
+    w("| store call | per page | why |")
+    w("|---|---|---|")
+    for op, n in sorted(c["store_calls"].items(), key=lambda kv: -kv[1]):
+        if n >= 0.005:
+            w(f"| `{op}` | {_f(n, 2)} | {STORE_CALLS_WHY.get(op, '')} |")
+    w("")
+    w(f"**Kafka messages per page: {_f(c['produced_total'], 2)} produced, "
+      f"{_f(c['consumed_total'], 2)} consumed** (goal at most 6):\n")
+    w("| topic | produced | consumed | why |")
+    w("|---|---|---|---|")
+    for topic in sorted(set(c["produced"]) | set(c["consumed"])):
+        p, q = c["produced"].get(topic, 0.0), c["consumed"].get(topic, 0.0)
+        if p or q:
+            w(f"| {topic} | {_f(p, 2)} | {_f(q, 2)} | {TOPIC_WHY.get(topic, '')} |")
+    w("")
+    rate = TARGET_PAGES_PER_SECOND
+    w(f"### Projection: {rate:,} pages per second\n")
+    w("**A projection, not a measurement**: cores = CPU seconds per page x pages per "
+      "second, from the figures above, as if cost per page stayed what it is on this "
+      "machine at this size. It leaves out what a real cluster adds: replication (Kafka "
+      "and Cassandra with three replicas do about three times the writing), network "
+      "between machines, head-room, and the fetch time of real servers, which costs "
+      "waiting, not CPU.\n")
+    w("| part | cores |")
+    w("|---|---|")
+    for name, ms in sorted(c["services_ms"].items()):
+        w(f"| {name} | {_f(ms * rate / 1000, 0)} |")
+    for name, ms in sorted(c["servers_ms"].items()):
+        w(f"| {name.capitalize()} | {_f(ms * rate / 1000, 0)} |")
+    w(f"| **cluster mode in all** | **{_f(c['total_ms'] * rate / 1000, 0)}** |")
+    if c["embedded_ms"]:
+        w(f"| embedded mode's cost per page, for comparison | "
+          f"{_f(c['embedded_ms'] * rate / 1000, 0)} |")
+    if c["scrapy_ms"]:
+        w(f"| Scrapy's cost per page, for comparison | {_f(c['scrapy_ms'] * rate / 1000, 0)} |")
+    w("")
+    return lines

@@ -48,7 +48,7 @@ class Crawl:
     report_file: Path | None = None
     """Cluster mode: the supervisor's report of its services' CPU and memory, which
     replaces the supervisor's own figures."""
-    infra_pids: Callable[[], list[int]] | None = None
+    infra_pids: Callable[[], dict[str, int]] | None = None
     """Processes outside the crawl whose CPU over the run is recorded beside it
     (Kafka, Cassandra)."""
 
@@ -84,6 +84,7 @@ class RunResult:
     notes: str = ""
     service_cpu: dict[str, float] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
+    infra_cpu_by_server: dict[str, float] = field(default_factory=dict)
 
     @property
     def cpu_seconds(self) -> float:
@@ -215,8 +216,8 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
     offset = nginx.log_offset()
     workers = nginx.worker_pids()
     server_cpu0 = sum(cpu_seconds(p) for p in workers)
-    infra = crawl.infra_pids() if crawl.infra_pids else []
-    infra0 = {p: cpu_sample(p) for p in infra}
+    infra = crawl.infra_pids() if crawl.infra_pids else {}
+    infra0 = {p: cpu_sample(p) for p in infra.values()}
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     started = time.monotonic()
     with crawl.log_path.open("wb") as out:
@@ -238,10 +239,12 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
     time.sleep(0.2)  # the access log line of the last response
     server_cpu = sum(cpu_seconds(p) for p in workers) - server_cpu0
     infra_cpu: float | None = None
+    infra_by_server: dict[str, float] = {}
     if infra:
-        infra1 = {p: cpu_sample(p) for p in infra}
-        if all(infra0[p][0] and infra0[p][0] == infra1[p][0] for p in infra):
-            infra_cpu = sum(infra1[p][1] - infra0[p][1] for p in infra)
+        infra1 = {p: cpu_sample(p) for p in infra.values()}
+        if all(infra0[p][0] and infra0[p][0] == infra1[p][0] for p in infra.values()):
+            infra_by_server = {name: infra1[p][1] - infra0[p][1] for name, p in infra.items()}
+            infra_cpu = sum(infra_by_server.values())
         else:  # a server stopped or restarted during the run
             infra_cpu = None
     facts = analyse_log(nginx.log_since(offset), nginx.port, expected)
@@ -274,7 +277,7 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
         max_rss_bytes=rss, bytes_written=folder_bytes(crawl.out_dir),
         server_cpu_seconds=server_cpu, infra_cpu_seconds=infra_cpu,
         loadavg_before=load, started_at=started_at, notes=notes, service_cpu=service_cpu,
-        counters=counters, **facts)
+        counters=counters, infra_cpu_by_server=infra_by_server, **facts)
 
 
 def summarize(results: Sequence[RunResult]) -> dict[str, Any]:

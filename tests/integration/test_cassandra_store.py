@@ -212,7 +212,9 @@ async def test_consistency_levels_come_from_the_settings(settings: StoreSettings
         assert store._ps["get_url"].consistency_level == Level.ONE
         assert store._ps["put_url"].consistency_level == Level.ONE
         assert store._ps["old_urls"].consistency_level == Level.ALL  # one node: still works
-        assert store._ps["claim"].serial_consistency_level == Level.LOCAL_SERIAL
+        # the claim's read-back overlaps the claim's write; no serial level: no Paxos
+        assert store._ps["claim_get"].consistency_level == Level.ALL
+        assert store._ps["claim_put"].serial_consistency_level is None
         [added] = await store.add_urls([row("c.example", "/")])
         assert await store.get_url(added.host, added.url) == added
 
@@ -378,3 +380,107 @@ async def test_measure_add_urls_and_due_urls(settings: StoreSettings) -> None:
               f"due_urls(limit=10) median {statistics.median(latencies) * 1000:.1f} ms, "
               f"after 2,000 rows left the queue "
               f"{statistics.median(after) * 1000:.1f} ms")
+
+
+# ------------------------------------------------ statements of a single writer
+
+
+class Statements:
+    """The kinds of the statements a store sends (its ``on_statement``)."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    def __call__(self, kind: str, rows: int) -> None:
+        self.kinds.append(kind)
+
+    def take(self) -> list[str]:
+        kinds, self.kinds = self.kinds, []
+        return kinds
+
+
+async def test_an_owner_writes_its_rows_without_reading_them_back(
+        settings: StoreSettings) -> None:
+    sent = Statements()
+    async with CassandraStateStore(settings, row_cache=100, on_statement=sent) as store:
+        [added] = await store.add_urls([row("w.example", "/")])
+        sent.take()
+        added.status = UrlStatus.IN_FLIGHT
+        await store.put_url(added)
+        assert "read" in sent.take()  # the in_flight count of the host, read once
+        assert await store.get_url(added.host, added.url) == added
+        added.status = UrlStatus.FETCHED
+        await store.put_url(added)
+        added.status = UrlStatus.DONE
+        await store.put_url(added)
+        assert sent.take() == ["read", "batch", "read", "batch"]  # the counts of new statuses
+        added.status = UrlStatus.QUEUED
+        await store.put_url(added)
+        added.status = UrlStatus.DONE
+        await store.put_url(added)
+        assert sent.take() == ["batch", "batch"]  # known rows and counts: writes only
+        assert await store.get_url(added.host, added.url) == added
+        assert sent.take() == []
+        # what it wrote is what a store without memory reads
+    async with CassandraStateStore(settings) as fresh:
+        assert await fresh.get_url(added.host, added.url) == added
+        assert (await fresh.count_urls()) == {("done", ""): 1}
+
+
+async def test_an_owner_forgets_its_rows_when_its_hosts_change(settings: StoreSettings) -> None:
+    sent = Statements()
+    async with CassandraStateStore(settings, row_cache=100, on_statement=sent) as owner, \
+            CassandraStateStore(settings) as other:
+        [added] = await owner.add_urls([row("f.example", "/")])
+        # another writer took the host meanwhile (a rebalance) and changed the row
+        changed = msgspec.structs.replace(added, status=UrlStatus.DONE)
+        await other.put_url(changed)
+        owner.forget_cached()
+        sent.take()
+        assert await owner.get_url(added.host, added.url) == changed
+        assert sent.take() == ["read"]
+
+
+async def test_the_rows_of_a_failed_write_are_read_again(settings: StoreSettings) -> None:
+    sent = Statements()
+    async with CassandraStateStore(settings, row_cache=100, on_statement=sent) as store:
+        [added] = await store.add_urls([row("x.example", "/")])
+        bad = msgspec.structs.replace(added, status=UrlStatus.IN_FLIGHT, detail="x" * 10)
+        failing = store._send
+
+        async def refuse(statement: Any, *args: Any, **kwargs: Any) -> Any:
+            raise OSError("write timed out")
+
+        store._send = refuse  # type: ignore[method-assign]
+        with pytest.raises(OSError, match="write timed out"):
+            await store.put_url(bad)
+        store._send = failing  # type: ignore[method-assign]
+        sent.take()
+        assert await store.get_url(added.host, added.url) == added
+        assert sent.take() == ["read"]
+
+
+async def test_content_claims_need_no_paxos_and_the_earliest_wins(
+        settings: StoreSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    import common.adapters.cassandra_store as cs
+
+    sent = Statements()
+    h = "sha256:" + "88" * 32
+    now = time.time_ns()
+    async with CassandraStateStore(settings, on_statement=sent) as store:
+        # the later claim reaches the database first
+        monkeypatch.setattr(cs.time, "time_ns", lambda: now + 5_000_000)
+        assert await store.claim_content(h, "http://late.example/", None) == (
+            "http://late.example/", None)
+        monkeypatch.setattr(cs.time, "time_ns", lambda: now)
+        early = RecordPointer("crawl-00009.warc.gz", 0, 10)
+        assert await store.claim_content(h, "http://early.example/", None) == (
+            "http://early.example/", None)
+        await store.set_content_record(h, "http://early.example/", early)
+        # the late claimer's record never lands on the early claim
+        await store.set_content_record(h, "http://late.example/",
+                                       RecordPointer("crawl-00009.warc.gz", 10, 10))
+        monkeypatch.setattr(cs.time, "time_ns", lambda: now + 9_000_000)
+        assert await store.claim_content(h, "http://third.example/", None) == (
+            "http://early.example/", early)
+    assert "lwt" not in sent.kinds and sent.kinds

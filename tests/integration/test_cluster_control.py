@@ -57,8 +57,7 @@ async def test_pause_host_block_and_path_block_through_the_api_service(
                                            "CRAWLER_API_HOST": "127.0.0.1"})
             c.start("frontier", "frontier")
             c.start("fetcher", "fetcher")
-            c.start("parser", "parser")
-            c.start("dedup", "dedup")
+            # the fetchers parse and judge the pages (parse_inline, the default)
             base = f"http://127.0.0.1:{api_port}"
             auth = {"Authorization": f"Bearer {TOKEN}"}
             async with aiohttp.ClientSession() as http:

@@ -1,6 +1,6 @@
 """Faults a cluster must survive: Kafka, then Cassandra, killed with SIGKILL mid-crawl and
-restarted 10 s later, each in a crawl of 2,000 simulated pages (one frontier, two
-fetchers, a parser and dedup; politeness delay 0.2 s; 50 hosts).
+restarted 10 s later, each in a crawl of 2,000 simulated pages (one frontier and two
+fetchers that parse and judge the pages themselves; politeness delay 0.2 s; 50 hosts).
 
 Expected, with no service restarted: ``/readyz`` says not ready during the outage; the
 crawl finishes by itself with every expected URL fetched, none lost, none
@@ -55,10 +55,10 @@ DELAY = 0.2
 HOSTS = 50
 PAGES = 40  # 50 x 40 = 2,000 pages
 DOWN_SECONDS = 10.0
-ROLES = {"frontier": "frontier", "fetcher-1": "fetcher", "fetcher-2": "fetcher",
-         "parser": "parser", "dedup": "dedup"}
-# who must say "not ready" while each server is down (the parser never uses the store)
-NEEDS = {"kafka": set(ROLES), "cassandra": set(ROLES) - {"parser"}}
+# the default topology: the fetchers parse and judge the pages (parse_inline)
+ROLES = {"frontier": "frontier", "fetcher-1": "fetcher", "fetcher-2": "fetcher"}
+# who must say "not ready" while each server is down
+NEEDS = {"kafka": set(ROLES), "cassandra": set(ROLES)}
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,9 @@ async def test_prometheus_reads_the_crawl_rate_of_a_local_cluster(tmp_path: Path
             "CRAWLER_FETCHER_ALLOW_NETWORKS": "127.0.0.1/32",
             "CRAWLER_POLITENESS_DEFAULT_DELAY": "0.2",
             "CRAWLER_TRAPS_MAX_PAGES_PER_HOST": "80",
+            # the separate topology: parser and dedup services (the other cluster
+            # tests run the default, fetchers that parse)
+            "CRAWLER_FETCHER_PARSE_INLINE": "false",
             "CRAWLER_TRAPS_MAX_DEPTH": "1000",
         }
         with cluster(tmp_path, env) as c:

@@ -36,8 +36,7 @@ async def test_seed_scenario_on_kafka_and_cassandra(tmp_path: Path) -> None:
             c.start("frontier", "frontier", {"CRAWLER_METRICS_PORT": str(metrics_port)})
             c.start("fetcher-1", "fetcher")
             c.start("fetcher-2", "fetcher")
-            c.start("parser", "parser")
-            c.start("dedup", "dedup")
+            # the fetchers parse and judge the pages (parse_inline, the default)
             c.seed(web.seed_urls())
             stats = await c.wait_done(300)
             async with aiohttp.ClientSession() as http:

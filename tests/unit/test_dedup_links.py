@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import Sequence
 
@@ -76,3 +77,49 @@ async def test_links_are_grouped_by_the_partition_of_their_host() -> None:
 async def test_unparsable_links_are_dropped() -> None:
     sent = await discovered_after(RecordingBus(partitions=1), ["not a url", "http://b.test/"])
     assert [link.url for _, msg in sent for link in msg.links] == ["http://b.test/"]
+
+
+class FailingBus(RecordingBus):
+    async def publish(self, topic: Topic, key: str, message: Message) -> None:
+        raise OSError("broker refused")
+
+
+def page_of(url: str, links: list[str]) -> ParsedPage:
+    host = url.split("/")[2]
+    return ParsedPage(url=url, host=host, depth=1, priority=1, status=200, fetched_at=1.0,
+                      content_hash="x", simhash=None, links=links)
+
+
+async def test_pages_handled_together_share_one_message_per_partition() -> None:
+    bus = RecordingBus(partitions=4)
+    stage = DedupStage(Settings(), bus, store=None,  # type: ignore[arg-type]
+                       link_linger=0.05)
+    pages = [page_of(f"http://src{i}.test/", [f"http://h{j}.test/from{i}" for j in range(9)])
+             for i in range(20)]
+    await asyncio.gather(*(stage.handle(Delivery(topic=Topic.PARSED, key=p.host, message=p))
+                           for p in pages))
+    sent = [(key, msg) for topic, key, msg in bus.sent
+            if topic is Topic.DISCOVERED and isinstance(msg, Discovered)]
+    partitions = {bus.partition_of(Topic.DISCOVERED, f"h{j}.test") for j in range(9)}
+    assert len(sent) == len(partitions)  # not one per page and partition: 20x fewer
+    got = sorted(link.url for _, msg in sent for link in msg.links)
+    assert got == sorted(url for p in pages for url in p.links)
+    for key, msg in sent:
+        for link in msg.links:
+            assert bus.partition_of(Topic.DISCOVERED, link.url.split("/")[2]) == \
+                bus.partition_of(Topic.DISCOVERED, key)
+    # each page's links went out before its verdict
+    statuses = [i for i, (topic, _, _) in enumerate(bus.sent) if topic is Topic.STATUS]
+    last_links = max(i for i, (topic, _, _) in enumerate(bus.sent)
+                     if topic is Topic.DISCOVERED)
+    assert len(statuses) == 20 and min(statuses) > last_links
+
+
+async def test_a_failed_batch_fails_every_page_in_it() -> None:
+    stage = DedupStage(Settings(), FailingBus(partitions=1), store=None,  # type: ignore[arg-type]
+                       link_linger=0.01)
+    pages = [page_of(f"http://src{i}.test/", [f"http://h.test/{i}"]) for i in range(3)]
+    results = await asyncio.gather(
+        *(stage.handle(Delivery(topic=Topic.PARSED, key=p.host, message=p)) for p in pages),
+        return_exceptions=True)
+    assert all(isinstance(r, OSError) for r in results), results  # each is handled again
