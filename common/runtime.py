@@ -30,14 +30,17 @@ from common.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def make_bus(settings: Settings, *, metrics: Metrics | None = None) -> Bus:
-    """The bus the settings name; with ``metrics``, it records into ``metrics.bus``."""
+def make_bus(settings: Settings, *, metrics: Metrics | None = None,
+             instance_id: str | None = None) -> Bus:
+    """The bus the settings name; with ``metrics``, it records into ``metrics.bus``.
+    ``instance_id`` (Kafka): the process's consumers are static group members (see
+    :class:`~common.adapters.kafka_bus.KafkaBus`)."""
     ring = HostRing(settings.bus.partitions)
     bus_metrics = metrics.bus if metrics is not None else None
     if settings.bus.backend == "kafka":
         from common.adapters.kafka_bus import KafkaBus
 
-        return KafkaBus(settings.bus, ring=ring, metrics=bus_metrics)
+        return KafkaBus(settings.bus, ring=ring, metrics=bus_metrics, instance_id=instance_id)
     from common.adapters.memory_bus import MemoryBus
 
     return MemoryBus(settings.bus, partitioner=ring, metrics=bus_metrics)

@@ -18,9 +18,12 @@ async def run(settings: Settings) -> None:
     # parsing and judging here: their metrics are served here too
     metrics = Metrics.create(roles=("fetcher", "parser", "dedup") if inline
                              else ("fetcher",))
-    bus = make_bus(settings, metrics=metrics)
-    store = make_store(settings, metrics=metrics)
     writer = writer_id("fetcher")
+    # a static group member: after a broker outage it gets its own partitions back, so
+    # the tasks it had not committed come back to it and are answered from its memory
+    # of finished tasks, not fetched again by another fetcher
+    bus = make_bus(settings, metrics=metrics, instance_id=writer)
+    store = make_store(settings, metrics=metrics)
     blobs = make_blobs(settings, writer)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")

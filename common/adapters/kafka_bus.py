@@ -83,7 +83,7 @@ import logging
 import re
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -305,7 +305,14 @@ class KafkaBus:
     - ``lag_interval``: how often librdkafka reports statistics, from which the
       consumer lag is taken (only with ``metrics``);
     - ``producer_config``, ``consumer_config``: librdkafka settings that add to or
-      override the ones this class sets.
+      override the ones this class sets;
+    - ``instance_id``: makes this process's consumers *static members* of their groups
+      (``group.instance.id`` = ``<instance_id>-<group>``, KIP-345): a consumer that
+      loses its session (a broker outage longer than ``session_timeout``) rejoins with
+      the same partitions instead of a rebalance that may hand them, and the messages
+      it had not committed, to another member. The price: a static member that stops
+      does not leave its group, so its partitions wait ``session_timeout`` before they
+      go to the others (as after a crash). Unique per process.
     """
 
     def __init__(self, settings: BusSettings, *, ring: HostRing | None = None,
@@ -322,7 +329,8 @@ class KafkaBus:
                  producer_config: Mapping[str, Any] | None = None,
                  consumer_config: Mapping[str, Any] | None = None,
                  metrics: BusMetrics | None = None,
-                 lag_interval: float = 5.0) -> None:
+                 lag_interval: float = 5.0,
+                 instance_id: str | None = None) -> None:
         if ring is None:
             ring = HostRing(settings.partitions)
         if ring.partitions != settings.partitions:
@@ -360,6 +368,8 @@ class KafkaBus:
         self._lags: dict[_Consumption, dict[Topic, int]] = {}
         self._producer_overrides = dict(producer_config or {})
         self._consumer_overrides = dict(consumer_config or {})
+        self.instance_id = instance_id
+        self._instances: Counter[str] = Counter()  # consumers per group, for their ids
         self._names = {topic: self.topic_name(topic) for topic in Topic}
         self._topics_by_name = {name: topic for topic, name in self._names.items()}
         self._start_lock = asyncio.Lock()
@@ -681,6 +691,11 @@ class KafkaBus:
         if stats_cb is not None and self._metrics is not None:
             config |= {"statistics.interval.ms": max(1, round(self.lag_interval * 1000)),
                        "stats_cb": stats_cb}
+        if self.instance_id is not None:
+            self._instances[group] += 1
+            n = self._instances[group]
+            config["group.instance.id"] = (f"{self.instance_id}-{group}"
+                                           + (f"-{n}" if n > 1 else ""))
         return config | {
             "group.id": self.group_id(group),
             "enable.auto.commit": False,

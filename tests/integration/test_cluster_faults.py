@@ -41,14 +41,7 @@ from tests.conftest import unavailable
 from tests.integration.cluster import Cluster, cluster, crawl_env
 from tests.warc_checks import warcio_check
 
-pytestmark = [
-    pytest.mark.integration,
-    # Opt-in until reliable: each passed here, and each also failed once on a machine at
-    # load average 20 to 40 (URLs given up after fetch time-outs); about 6 min each.
-    pytest.mark.skipif(os.environ.get("CRAWLER_TEST_OUTAGES") != "1",
-                       reason="outage tests are opt-in until they are reliable: "
-                       "run them with CRAWLER_TEST_OUTAGES=1"),
-]
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 DELAY = 0.2
