@@ -21,8 +21,9 @@ Routes (all under ``/v1``; the OpenAPI document is :mod:`crawler.openapi`)::
     DELETE /v1/scope           back to the settings' scope (CRAWLER_SCOPE_*)
 
 Every other route needs ``Authorization: Bearer <CRAWLER_API_TOKEN>``; the API does
-not start without a token. Bad input gets a 4xx with ``{"error": "..."}``; an
-unexpected failure is logged and answered with a generic 500.
+not start without a token. Bad input gets a 4xx with ``{"error": "..."}``; Kafka or
+Cassandra not answering (down, overloaded) a 503 with Retry-After; an unexpected
+failure is logged and answered with a generic 500.
 
 Embedded mode (``crawler crawl`` with ``CRAWLER_API_PORT`` set) gives the API the
 running :class:`~frontier.service.Frontier`, so every change takes effect at once.
@@ -52,6 +53,7 @@ import msgspec
 from aiohttp import web
 
 from common import urls
+from common.adapters.handling import dependency_down, describe
 from common.httplog import server_logger
 from common.messages import HostControl, Topic
 from common.metrics import Metrics
@@ -310,7 +312,15 @@ class ControlApi:
             return error_response(exc.status, exc.reason, headers)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
+            down = dependency_down(exc)
+            if down is not None:  # Kafka or Cassandra cannot answer now: try again later
+                log.warning("control API: %s %s: %s is not available (%s)", request.method,
+                            request.path, down, describe(exc))
+                what = {"bus": "the message bus (Kafka)",
+                        "store": "the state store (Cassandra)"}.get(down, down)
+                return error_response(503, f"{what} cannot answer now; try again",
+                                      {"Retry-After": "5"})
             log.exception("control API: %s %s failed", request.method, request.path)
             return error_response(500, "internal error")
 

@@ -214,7 +214,9 @@ OPENAPI: dict[str, Any] = {
         }},
         "/v1/stats": {"get": {
             "operationId": "stats", "summary": "The crawl's figures, from the state store.",
-            "responses": {"200": _ok("Figures.", "Stats"), "401": _UNAUTHORIZED},
+            "responses": {"200": _ok("Figures.", "Stats"), "401": _UNAUTHORIZED,
+                          "503": _error("The state store cannot answer now (down or "
+                                        "overloaded); try again after Retry-After.")},
         }},
         "/v1/hosts/{host}": {
             "parameters": [_HOST_PARAM],

@@ -304,3 +304,31 @@ async def test_cli_talks_to_the_api(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert switches[:5] == [(0, "paused"), (0, "^/private/"), (0, "^/private/"),
                             (0, "(no blocked path patterns)"), (0, "running")]
     assert switches[5][0] == 1 and "404" in switches[5][1]
+
+
+class TimingOutStore(SqliteStateStore):
+    """A store whose database stops answering, as Cassandra does under overload."""
+
+    async def count_urls(self) -> dict[tuple[str, str], int]:
+        from cassandra import OperationTimedOut
+
+        raise OperationTimedOut("errors={'127.0.0.1:9042': 'Client request timeout'}")
+
+
+async def test_a_store_that_cannot_answer_is_a_503_not_a_500(
+        tmp_path: Path, session: aiohttp.ClientSession) -> None:
+    settings = api_settings(tmp_path)
+    store = TimingOutStore(tmp_path / "state.sqlite")
+    await store.open()
+    api = ControlApi(settings, MemoryBus(), store)
+    await api.start("127.0.0.1", 0)
+    try:
+        async with session.get(f"http://127.0.0.1:{api.port}/v1/stats",
+                               headers=AUTH) as resp:
+            body = await resp.json()
+            assert resp.status == 503, body
+            assert resp.headers["Retry-After"] == "5"
+        assert body == {"error": "the state store (Cassandra) cannot answer now; try again"}
+    finally:
+        await api.stop()
+        await store.close()
