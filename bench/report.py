@@ -539,11 +539,10 @@ STORE_CALLS_WHY: dict[str, str] = {
     "page count), so politeness and nothing-lost hold across a crash",
     "put_url": "frontier: a URL closed on its own (a verdict arriving apart from its "
     "result, a URL refused at dispatch)",
-    "claim_content": "fetcher: a new body's content claim (a write whose timestamp makes "
-    "the first claim win, no Paxos) and its read-back naming the holder, so a later copy "
-    "becomes a revisit record",
-    "set_content_record": "fetcher: the first copy's record pointer, which revisit "
-    "records refer to",
+    "content_holder": "fetcher: is this body stored already? (one read; a copy becomes a "
+    "revisit record that refers to the first)",
+    "record_content": "fetcher: a new body's first copy recorded (one write whose "
+    "timestamp makes the earliest copy win, no Paxos)",
     "simhash_candidates": "near-duplicate look-up: one read of the page's SimHash block "
     "partitions",
     "add_simhash": "near-duplicate index: one unlogged batch of the page's block entries",

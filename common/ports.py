@@ -227,17 +227,16 @@ class StateStore(Protocol):
     async def put_robots(self, row: RobotsRecord) -> None: ...
 
     # content fingerprints
-    async def claim_content(self, content_hash: str, url: str,
-                            record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
-        """Record ``url`` as the first holder of ``content_hash`` unless one exists.
-
-        Returns the holder (url, record): ``url`` itself when this call claimed it.
-        """
+    async def content_holder(self, content_hash: str
+                             ) -> tuple[str, RecordPointer | None] | None:
+        """The first stored copy of ``content_hash``: (url, record), or None."""
         ...
 
-    async def set_content_record(self, content_hash: str, url: str,
-                                 record: RecordPointer) -> None:
-        """Set the record of a claim held by ``url`` (after its body was written)."""
+    async def record_content(self, content_hash: str, url: str,
+                             record: RecordPointer) -> None:
+        """Record ``url``'s stored copy (``record``) as the holder of ``content_hash``
+        unless an earlier copy is recorded: the first one stays (recording again is
+        harmless)."""
         ...
 
     async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:

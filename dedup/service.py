@@ -1,7 +1,7 @@
 """The dedup stage: exact and near-duplicate verdicts, outlinks of unique pages.
 
-Exact duplicates are found where the body is stored (the fetcher claims each SHA-256
-in the content table before writing, so a second copy becomes a WARC revisit record);
+Exact duplicates are found where the body is stored (the fetcher looks each SHA-256
+up in the content table before writing, so a second copy becomes a WARC revisit record);
 the verdict arrives here as ``ParsedPage.duplicate_of``. Near duplicates are found
 here: a page's 64-bit SimHash is looked up in the block index (a few probes, not a
 scan) and compared by Hamming distance.

@@ -41,6 +41,7 @@ from common.messages import (
     FetchResult,
     FetchTask,
     Reason,
+    RecordPointer,
     StatusUpdate,
     Topic,
     UrlStatus,
@@ -107,6 +108,8 @@ class FetcherStage:
         self.counters = FetcherCounters()
         # the results of the most recent tasks, by task id, for tasks delivered again
         self._done: OrderedDict[str, FetchResult] = OrderedDict()
+        # bodies being written here now: SHA-256 -> the URL whose copy it is
+        self._writing: dict[str, str] = {}
 
     def _remember(self, task_id: str, result: FetchResult) -> None:
         self._done[task_id] = result
@@ -249,19 +252,33 @@ class FetcherStage:
 
     async def _store_body(self, task: FetchTask, resp: Response,
                           digest: str) -> tuple[Written, str | None]:
-        """Write a new body once; any later copy becomes a revisit record."""
-        holder_url, holder_record = await self.store.claim_content(digest, task.url, None)
-        if holder_record is None and holder_url == task.url:
+        """Write a new body once; any later copy becomes a revisit record.
+
+        Looks for the body's first copy (one read); when there is none, writes the
+        body and records the copy (one write; in Cassandra the earliest copy stays
+        the holder, without a lightweight transaction). A body this fetcher is
+        writing right now for another URL is stored in full as well, naming that URL
+        (the first copy is not readable yet)."""
+        found = await self.store.content_holder(digest)
+        if found is not None and found[1] is not None:
+            return await self._store_revisit(task, resp, found[0], found[1])
+        writing = self._writing.get(digest)
+        if writing is not None and writing != task.url:
             written = await self._write_exchange(resp)
-            await self.store.set_content_record(digest, task.url, written.pointer)
             self.counters.stored += 1
-            return written, None
-        if holder_record is None:
-            # the first copy is being written by another fetch right now; storing this
-            # one in full keeps the archive self-contained
+            return written, writing
+        self._writing[digest] = task.url
+        try:
             written = await self._write_exchange(resp)
-            self.counters.stored += 1
-            return written, holder_url
+            await self.store.record_content(digest, task.url, written.pointer)
+        finally:
+            if self._writing.get(digest) == task.url:
+                del self._writing[digest]
+        self.counters.stored += 1
+        return written, None
+
+    async def _store_revisit(self, task: FetchTask, resp: Response, holder_url: str,
+                             holder_record: RecordPointer) -> tuple[Written, str | None]:
         original = await asyncio.to_thread(read_response, self.blobs, holder_record)
         written = await asyncio.to_thread(
             self.archive.write_revisit, url=resp.url, fetched_at=resp.fetched_at,

@@ -48,16 +48,14 @@ with ``time.time_ns()``, raised where needed to stay strictly increasing within 
 process. Rows written by one process are in insert order; across processes the order is
 the clocks', which only affects breadth-first tie-breaking.
 
-Content claims (exact duplicates) are cross-host and first-writer-wins, without
-lightweight transactions (no Paxos round): a claim writes every column of the hash's row
+Content records (exact duplicates) are cross-host and first-writer-wins, without
+lightweight transactions (no Paxos round): ``record_content`` writes the hash's row
 ``USING TIMESTAMP`` a value that counts down with the clock (:func:`_claim_stamp`), so
-Cassandra's last-write-wins keeps the earliest claim's cells on every replica whatever
-order the writes arrive in, and a read at the write-overlapping level names the holder
-(two statements). The holder's record pointer is written one above its claim's
-timestamp, so it lands on the holder's row and a non-holder's write is shadowed. Two
-claims made within one write's latency of each other on different machines can both see
-themselves first; each then stores its copy in full (as when the first copy is still
-being written), so nothing is lost, and the record that stays is the earlier claim's.
+Cassandra's last-write-wins keeps the earliest copy's cells on every replica whatever
+order the writes arrive in; ``content_holder`` reads it at the write-overlapping level.
+A fetcher looks before it writes a body (one read) and records the copy after (one
+write). Two fetchers that store the same new body within one write's time of each other
+both store it in full; the earlier copy stays the holder that later copies refer to.
 
 Consistency levels come from the settings: ``read_consistency`` for plain reads,
 ``write_consistency`` for writes. The reads that a write depends on (does this URL exist,
@@ -150,7 +148,6 @@ _ROW_BYTES = 320  # estimated data of one new row and its entries, besides its t
 _REPLACE_BYTES = 400  # more for a replaced row: cleared columns, deleted entries
 _IN_ROWS = 100  # clustering keys per "url IN ?" read
 _CLAIM_EPOCH_US = 1 << 60  # claim timestamps count down from here (see _claim_stamp)
-_CLAIMS_KEPT = 10_000  # claims of this process remembered for set_content_record
 RECONNECT_SECONDS = 1.0  # how often the driver tries a node that is down
 
 # lower case only: Cassandra folds unquoted names to lower case, so a keyspace created
@@ -287,10 +284,9 @@ def _overlapping_read(read: int, write: int) -> int:
 
 
 def _claim_stamp(now_us: int) -> int:
-    """The write timestamp of a content claim made at ``now_us``: larger for earlier
-    claims, so last-write-wins keeps the first claim. Even, so that the holder's own
-    record write (one above) never passes an earlier claim."""
-    return 2 * (_CLAIM_EPOCH_US - now_us)
+    """The write timestamp of a content record made at ``now_us``: larger for earlier
+    records, so last-write-wins keeps the first one."""
+    return _CLAIM_EPOCH_US - now_us
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -459,7 +455,6 @@ class CassandraStateStore:
         self.buckets = STATUS_BUCKETS
         self._on_statement = on_statement
         self._kinds: dict[int, str] = {}
-        self._claims: dict[tuple[str, str], int] = {}
         self._cache = _RowCache(row_cache) if row_cache > 0 else None
 
     @property
@@ -651,12 +646,8 @@ class CassandraStateStore:
             "claim_put": (insert("content", ("content_hash", "url", "record_file",
                                              "record_offset", "record_length"))
                           + " USING TIMESTAMP ?", self._write),
-            "claim_get": ("SELECT url, record_file, record_offset, record_length, "
-                          f"WRITETIME(url) FROM {ks}.content WHERE content_hash = ?",
-                          self._rmw),
-            "record_put": (f"UPDATE {ks}.content USING TIMESTAMP ? SET record_file = ?, "
-                           "record_offset = ?, record_length = ? WHERE content_hash = ?",
-                           self._write),
+            "claim_get": ("SELECT url, record_file, record_offset, record_length "
+                          f"FROM {ks}.content WHERE content_hash = ?", self._rmw),
             "simhash_put": (insert("simhash_blocks", ("block_key", "url", "simhash")),
                             self._write),
             "simhash_get": (f"SELECT url, simhash FROM {ks}.simhash_blocks "
@@ -1146,66 +1137,26 @@ class CassandraStateStore:
 
     # --------------------------------------------------- content fingerprints
 
-    def _claim_time(self, content_hash: str, url: str) -> int:
-        """The write timestamp of a new claim: earlier claims get larger timestamps."""
-        stamp = _claim_stamp(time.time_ns() // 1000)
-        self._claims[(content_hash, url)] = stamp
-        while len(self._claims) > _CLAIMS_KEPT:
-            self._claims.pop(next(iter(self._claims)))
-        return stamp
-
-    async def _holder(self, content_hash: str) -> tuple[str, RecordPointer | None, int] | None:
+    async def content_holder(self, content_hash: str
+                             ) -> tuple[str, RecordPointer | None] | None:
+        """The first stored copy of ``content_hash``: (url, record), or None (read at
+        the write-overlapping level)."""
         rows = await self._rows("claim_get", (content_hash,))
         if not rows:
             return None
-        url, file, offset, length, stamp = rows[0]
-        return url, (None if file is None else RecordPointer(file, offset, length)), stamp
+        url, file, offset, length = rows[0]
+        return url, (None if file is None else RecordPointer(file, offset, length))
 
-    async def claim_content(self, content_hash: str, url: str,
-                            record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
-        """Record ``url`` as the first holder of ``content_hash`` unless one exists.
-
-        Returns the holder (url, record): ``url`` itself when this call claimed it (or
-        claimed it before: a repeated claim by the holder returns the stored record).
-        No lightweight transaction: the claim is written with a timestamp that is larger
-        the earlier the claim (:func:`_claim_stamp`), so Cassandra's last-write-wins
-        keeps the first claim's cells on every replica, whatever order writes arrive
-        in; the row read back at the write-overlapping level names the holder.
-        """
-        pointer = ((None,) * 3 if record is None
-                   else (record.file, record.offset, record.length))
-        stamp = self._claim_time(content_hash, url)
-        # every column written, unset record cells as nulls: a later claim's record
-        # must not fill in the holder's
-        await self._query("claim_put", (content_hash, url, *pointer, stamp))
-        found = await self._holder(content_hash)
-        if found is None:  # pragma: no cover - the write above is visible to this read
-            raise RuntimeError(f"the claim on {content_hash} is not readable after its write")
-        if found[0] == url:  # this URL holds it, perhaps from an earlier claim
-            self._claims[(content_hash, url)] = found[2]
-        else:
-            self._claims.pop((content_hash, url), None)
-        return found[0], found[1]
-
-    async def set_content_record(self, content_hash: str, url: str,
-                                 record: RecordPointer) -> None:
-        """Set the record of the claim ``url`` holds on ``content_hash``.
-
-        A claim held by another URL is left alone; with no claim yet, ``url`` claims it.
-        """
-        stamp = self._claims.pop((content_hash, url), None)
-        if stamp is None:  # not claimed by this process (or long ago): look
-            found = await self._holder(content_hash)
-            if found is None:
-                await self.claim_content(content_hash, url, record)
-                return
-            if found[0] != url:
-                return
-            stamp = found[2]
-        # one above the claim's own timestamp (claims are even: never above an
-        # earlier claim); a later claimer's set is below the holder's cells and lost
-        await self._query("record_put", (stamp + 1, record.file, record.offset,
-                                         record.length, content_hash))
+    async def record_content(self, content_hash: str, url: str,
+                             record: RecordPointer) -> None:
+        """Record ``url``'s copy as the holder of ``content_hash`` unless an earlier one
+        is recorded. No lightweight transaction: the row is written ``USING TIMESTAMP``
+        a value that is larger the earlier the copy (:func:`_claim_stamp`), so
+        last-write-wins keeps the first copy on every replica whatever order the
+        writes arrive in."""
+        stamp = _claim_stamp(time.time_ns() // 1000)
+        await self._query("claim_put", (content_hash, url, record.file, record.offset,
+                                        record.length, stamp))
 
     async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
         """Index ``url`` under each block key; adding it again is harmless."""

@@ -144,15 +144,15 @@ class MeteredStateStore:
             await self._inner.put_robots(row)
 
     # content fingerprints
-    async def claim_content(self, content_hash: str, url: str,
-                            record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
-        with self._metrics.time("claim_content"):
-            return await self._inner.claim_content(content_hash, url, record)
+    async def content_holder(self, content_hash: str
+                             ) -> tuple[str, RecordPointer | None] | None:
+        with self._metrics.time("content_holder"):
+            return await self._inner.content_holder(content_hash)
 
-    async def set_content_record(self, content_hash: str, url: str,
-                                 record: RecordPointer) -> None:
-        with self._metrics.time("set_content_record"):
-            await self._inner.set_content_record(content_hash, url, record)
+    async def record_content(self, content_hash: str, url: str,
+                             record: RecordPointer) -> None:
+        with self._metrics.time("record_content"):
+            await self._inner.record_content(content_hash, url, record)
 
     async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
         with self._metrics.time("add_simhash"):

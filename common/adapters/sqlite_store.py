@@ -639,38 +639,27 @@ class SqliteStateStore:
 
     # ------------------------------------------------------ content fingerprints
 
-    async def claim_content(self, content_hash: str, url: str,
-                            record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
-        """Record ``url`` as the first holder of ``content_hash`` unless one exists.
+    async def content_holder(self, content_hash: str
+                             ) -> tuple[str, RecordPointer | None] | None:
+        """The first stored copy of ``content_hash``: (url, record), or None."""
+        return await self._run(self._holder_sync, content_hash)
 
-        Returns the holder (url, record): ``url`` itself when this call claimed it.
-        """
-        return await self._run(self._claim_sync, content_hash, url, record)
-
-    def _claim_sync(self, content_hash: str, url: str,
-                    record: RecordPointer | None) -> tuple[str, RecordPointer | None]:
-        pointer = (None, None, None) if record is None else (
-            record.file, record.offset, record.length)
+    def _holder_sync(self, content_hash: str) -> tuple[str, RecordPointer | None] | None:
         with self._transaction() as db:
-            db.execute("INSERT INTO content (content_hash, url, record_file, record_offset, "
-                       "record_length) VALUES (?, ?, ?, ?, ?) "
-                       "ON CONFLICT (content_hash) DO NOTHING", (content_hash, url, *pointer))
-            holder, file, offset, length = db.execute(
-                "SELECT url, record_file, record_offset, record_length FROM content "
-                "WHERE content_hash = ?", (content_hash,)).fetchone()
-        return holder, None if file is None else RecordPointer(file, offset, length)
+            row = db.execute("SELECT url, record_file, record_offset, record_length "
+                             "FROM content WHERE content_hash = ?", (content_hash,)).fetchone()
+        if row is None:
+            return None
+        url, file, offset, length = row
+        return url, None if file is None else RecordPointer(file, offset, length)
 
-    async def set_content_record(self, content_hash: str, url: str,
-                                 record: RecordPointer) -> None:
-        """Set the record of the claim ``url`` holds on ``content_hash``.
-
-        A claim held by another URL is left alone; with no claim yet, ``url`` claims it.
-        """
+    async def record_content(self, content_hash: str, url: str,
+                             record: RecordPointer) -> None:
+        """Record ``url``'s copy as the holder of ``content_hash`` unless one is
+        recorded (the first stays)."""
         await self._run(self._put_sync, (
             "INSERT INTO content (content_hash, url, record_file, record_offset, "
-            "record_length) VALUES (?, ?, ?, ?, ?) ON CONFLICT (content_hash) DO UPDATE "
-            "SET record_file = excluded.record_file, record_offset = excluded.record_offset, "
-            "record_length = excluded.record_length WHERE content.url = excluded.url"),
+            "record_length) VALUES (?, ?, ?, ?, ?) ON CONFLICT (content_hash) DO NOTHING"),
             (content_hash, url, record.file, record.offset, record.length))
 
     async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:

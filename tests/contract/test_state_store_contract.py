@@ -285,47 +285,32 @@ async def test_robots_put_get(store: StateStore) -> None:
 # ------------------------------------------------------- content fingerprints
 
 
-async def test_claim_content_first_claim_wins(store: StateStore) -> None:
+async def test_the_first_recorded_copy_holds_the_content(store: StateStore) -> None:
     h = "sha256:" + "11" * 32
+    assert await store.content_holder(h) is None
     first = RecordPointer("crawl-00000.warc.gz", 0, 100)
-    assert await store.claim_content(h, "http://a.example/", first) == (
-        "http://a.example/", first)
+    await store.record_content(h, "http://a.example/", first)
+    assert await store.content_holder(h) == ("http://a.example/", first)
     later = RecordPointer("crawl-00000.warc.gz", 100, 50)
-    assert await store.claim_content(h, "http://b.example/", later) == (
-        "http://a.example/", first)
-    # the holder claiming again (a redelivered message) is still the holder
-    assert await store.claim_content(h, "http://a.example/", later) == (
-        "http://a.example/", first)
-
-    h2 = "sha256:" + "22" * 32
-    assert await store.claim_content(h2, "http://c.example/", None) == (
-        "http://c.example/", None)
-    assert await store.claim_content(h2, "http://d.example/", first) == (
-        "http://c.example/", None)
+    await store.record_content(h, "http://b.example/", later)
+    assert await store.content_holder(h) == ("http://a.example/", first)
+    # the holder recording again (a redelivered fetch) changes nothing
+    await store.record_content(h, "http://a.example/", later)
+    assert await store.content_holder(h) == ("http://a.example/", first)
+    assert await store.content_holder("sha256:" + "22" * 32) is None
 
 
-async def test_set_content_record_completes_the_holders_claim(store: StateStore) -> None:
-    h = "sha256:" + "55" * 32
-    assert await store.claim_content(h, "http://a.example/", None) == (
-        "http://a.example/", None)
-    written = RecordPointer("crawl-00001.warc.gz", 2048, 700)
-    await store.set_content_record(h, "http://a.example/", written)
-    assert await store.claim_content(h, "http://b.example/", None) == (
-        "http://a.example/", written)
-    # only the holder sets the record
-    await store.set_content_record(h, "http://b.example/", RecordPointer("other", 0, 1))
-    assert await store.claim_content(h, "http://c.example/", None) == (
-        "http://a.example/", written)
-
-
-async def test_claim_content_concurrent_claims_agree(store: StateStore) -> None:
+async def test_concurrent_records_agree_on_one_holder(store: StateStore) -> None:
     h = "sha256:" + "33" * 32
-    claims = await asyncio.gather(*(
-        store.claim_content(h, f"http://x.example/{i}", RecordPointer("f", i, 1))
+    await asyncio.gather(*(
+        store.record_content(h, f"http://x.example/{i}", RecordPointer("f", i, 1))
         for i in range(10)))
-    assert len(set(claims)) == 1
-    holder, pointer = claims[0]
+    found = await store.content_holder(h)
+    assert found is not None
+    holder, pointer = found
     assert pointer is not None and holder == f"http://x.example/{pointer.offset}"
+    for _ in range(3):
+        assert await store.content_holder(h) == found
 
 
 async def test_simhash_index(store: StateStore) -> None:
@@ -368,7 +353,8 @@ async def test_data_survives_close_and_reopen(store_factory: StoreFactory) -> No
     robots = RobotsRecord(origin="http://p.example", status=404, body=b"", fetched_at=1.0,
                           expires_at=2.0)
     await first.put_robots(robots)
-    await first.claim_content("sha256:" + "44" * 32, "http://p.example/0", None)
+    await first.record_content("sha256:" + "44" * 32, "http://p.example/0",
+                               RecordPointer("crawl-00000.warc.gz", 0, 9))
     await first.add_simhash([7], "http://p.example/0", 99)
     await first.close()
 
@@ -380,8 +366,8 @@ async def test_data_survives_close_and_reopen(store_factory: StoreFactory) -> No
         assert await second.get_url(full_row().host, full_row().url) == full_row()
         assert await second.get_host("p.example") == host
         assert await second.get_robots("http://p.example") == robots
-        assert await second.claim_content("sha256:" + "44" * 32, "http://q.example/",
-                                          None) == ("http://p.example/0", None)
+        assert await second.content_holder("sha256:" + "44" * 32) == (
+            "http://p.example/0", RecordPointer("crawl-00000.warc.gz", 0, 9))
         assert await second.simhash_candidates([7]) == [("http://p.example/0", 99)]
         assert (await second.count_urls())[("queued", "")] == 3
         # known rows stay known; new rows are numbered after the old ones

@@ -82,8 +82,10 @@ async def test_metrics_count_the_seed_crawl(tmp_path: Path) -> None:
     # the store: each call is timed by operation, none failed
     calls = _by_label(text, "crawler_store_request_duration_seconds_count", "operation")
     seconds = _by_label(text, "crawler_store_request_duration_seconds_sum", "operation")
-    for operation in ("put_url", "add_urls", "get_url", "put_host", "claim_content"):
+    for operation in ("put_url", "add_urls", "get_url", "put_host", "content_holder",
+                      "record_content"):
         assert calls.get(operation, 0) > 0 and seconds[operation] > 0, operation
-    assert calls["claim_content"] == ok_pages  # every stored body is claimed once
+    assert calls["content_holder"] == ok_pages  # every body is looked up once
+    assert calls["record_content"] == ok_pages - 30  # and each new one recorded once
     assert calls["open"] == 1
     assert not any(_by_label(text, "crawler_store_request_errors_total", "operation").values())

@@ -314,19 +314,11 @@ async def test_invalid_rows_fail_before_anything_is_written(settings: StoreSetti
         assert await store.simhash_candidates([1]) == []
 
 
-async def test_set_content_record_without_a_claim_claims(settings: StoreSettings) -> None:
-    async with CassandraStateStore(settings) as store:
-        h = "sha256:" + "66" * 32
-        pointer = RecordPointer("crawl-00003.warc.gz", 10, 20)
-        await store.set_content_record(h, "http://a.example/", pointer)
-        assert await store.claim_content(h, "http://b.example/", None) == (
-            "http://a.example/", pointer)
-
-
 async def test_truncate_empties_every_table(settings: StoreSettings, session: Any) -> None:
     async with CassandraStateStore(settings) as store:
         await store.add_urls([row("t.example", "/")])
-        await store.claim_content("sha256:" + "77" * 32, "http://t.example/", None)
+        await store.record_content("sha256:" + "77" * 32, "http://t.example/",
+                                   RecordPointer("crawl-00000.warc.gz", 0, 1))
         await store.truncate()
         assert await store.count_urls() == {}
         assert await store.next_due_time("t.example") is None
@@ -460,27 +452,24 @@ async def test_the_rows_of_a_failed_write_are_read_again(settings: StoreSettings
         assert sent.take() == ["read"]
 
 
-async def test_content_claims_need_no_paxos_and_the_earliest_wins(
+async def test_content_records_need_no_paxos_and_the_earliest_wins(
         settings: StoreSettings, monkeypatch: pytest.MonkeyPatch) -> None:
     import common.adapters.cassandra_store as cs
 
     sent = Statements()
     h = "sha256:" + "88" * 32
     now = time.time_ns()
+    early = RecordPointer("crawl-00009.warc.gz", 0, 10)
+    late = RecordPointer("crawl-00009.warc.gz", 10, 10)
     async with CassandraStateStore(settings, on_statement=sent) as store:
-        # the later claim reaches the database first
+        # the later copy's write reaches the database first
         monkeypatch.setattr(cs.time, "time_ns", lambda: now + 5_000_000)
-        assert await store.claim_content(h, "http://late.example/", None) == (
-            "http://late.example/", None)
+        await store.record_content(h, "http://late.example/", late)
+        assert await store.content_holder(h) == ("http://late.example/", late)
         monkeypatch.setattr(cs.time, "time_ns", lambda: now)
-        early = RecordPointer("crawl-00009.warc.gz", 0, 10)
-        assert await store.claim_content(h, "http://early.example/", None) == (
-            "http://early.example/", None)
-        await store.set_content_record(h, "http://early.example/", early)
-        # the late claimer's record never lands on the early claim
-        await store.set_content_record(h, "http://late.example/",
-                                       RecordPointer("crawl-00009.warc.gz", 10, 10))
+        await store.record_content(h, "http://early.example/", early)
+        assert await store.content_holder(h) == ("http://early.example/", early)
         monkeypatch.setattr(cs.time, "time_ns", lambda: now + 9_000_000)
-        assert await store.claim_content(h, "http://third.example/", None) == (
-            "http://early.example/", early)
-    assert "lwt" not in sent.kinds and sent.kinds
+        await store.record_content(h, "http://third.example/", late)
+        assert await store.content_holder(h) == ("http://early.example/", early)
+    assert sent.kinds.count("write") == 3 and "lwt" not in sent.kinds

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,9 +87,11 @@ def test_compose_file_is_valid_compose(compose_schema: dict[str, Any]) -> None:
     (lambda d: d["services"]["kafka"]["healthcheck"].update(test=5),
      "services.kafka.healthcheck.test"),
     (lambda d: d["services"]["cassandra"]["healthcheck"].update(every="10s"), "every"),
-    (lambda d: d["services"]["parser"].update(restart=5), "services.parser.restart"),
-    (lambda d: d["services"]["dedup"].update(command={"role": "dedup"}),
-     "services.dedup.command"),
+    (lambda d: d["services"]["fetcher-1"].update(restart=5), "services.fetcher-1.restart"),
+    (lambda d: d["services"]["frontier"].update(command={"role": "frontier"}),
+     "services.frontier.command"),
+    (lambda d: d["services"]["parser"].update(profiles="separate-parse"),
+     "services.parser.profiles"),
 ])
 def test_compose_schema_catches_breakage(compose_schema: dict[str, Any],
                                          change: Callable[[dict[str, Any]], None],
@@ -173,14 +176,19 @@ def test_every_values_file_renders_manifests_that_pass(helm: Path, kube: str) ->
 
 def test_default_render_shape(default_docs: Docs) -> None:
     kinds = sorted(d["kind"] for d in default_docs)
-    assert kinds.count("Deployment") == 5
-    assert kinds.count("Service") == 5
-    assert kinds.count("HorizontalPodAutoscaler") == 2
+    # the fetchers parse and judge the pages (parse_inline): no parser or dedup
+    deployments = sorted(_container(d)["args"][0] for d in default_docs
+                         if d["kind"] == "Deployment")
+    assert deployments == ["api", "fetcher", "frontier"]
+    assert kinds.count("Service") == 3
+    assert kinds.count("HorizontalPodAutoscaler") == 1
     assert "ServiceMonitor" not in kinds
-    for role in ("fetcher", "parser"):
-        assert "replicas" not in _one(default_docs, "Deployment", f"-{role}")["spec"]
-        hpa = _one(default_docs, "HorizontalPodAutoscaler", f"-{role}")
-        assert hpa["spec"]["scaleTargetRef"]["name"].endswith(f"-{role}")
+    assert "CRAWLER_FETCHER_PARSE_INLINE" not in _one(default_docs, "ConfigMap")["data"]
+    fetcher = _one(default_docs, "Deployment", "-fetcher")
+    assert "replicas" not in fetcher["spec"]
+    assert _container(fetcher)["resources"]["requests"] == {"cpu": "1", "memory": "768Mi"}
+    hpa = _one(default_docs, "HorizontalPodAutoscaler", "-fetcher")
+    assert hpa["spec"]["scaleTargetRef"]["name"].endswith("-fetcher")
     frontier = _container(_one(default_docs, "Deployment", "-frontier"))
     assert frontier["args"] == ["frontier"]
     assert frontier["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
@@ -256,7 +264,7 @@ def _other_image(dep: dict[str, Any]) -> None:
 
 
 def _same_role(dep: dict[str, Any]) -> None:
-    _container(dep)["args"] = ["parser"]
+    _container(dep)["args"] = ["fetcher"]
 
 
 def _metrics_port(dep: dict[str, Any]) -> None:
@@ -279,29 +287,106 @@ def _drop_bootstrap(docs: Docs) -> None:
     (_break_deployment("fetcher", _set_probe), "readinessProbe must GET /readyz"),
     (_break_deployment("fetcher", _add_env), "CRAWLER_FETCHER_CONCURENCY is not a setting"),
     (_break_deployment("api", _literal_token), "must come from a Secret"),
-    (_break_deployment("dedup", _unknown_field), "imagePullPolicyy"),
-    (_break_deployment("parser", _fixed_replicas), "fight its autoscaler"),
+    (_break_deployment("api", _unknown_field), "imagePullPolicyy"),
+    (_break_deployment("fetcher", _fixed_replicas), "fight its autoscaler"),
     (_break_deployment("frontier", _no_requests), "cpu and memory requests"),
     (_break_deployment("api", _other_image), "different images"),
-    (_break_deployment("dedup", _same_role), "role parser also runs"),
-    (_break_deployment("parser", _metrics_port), "is not CRAWLER_METRICS_PORT"),
+    (_break_deployment("api", _same_role), "role fetcher also runs"),
+    (_break_deployment("frontier", _metrics_port), "is not CRAWLER_METRICS_PORT"),
     (_bad_setting, "CRAWLER_STORE_CASSANDRA_PORT: expected a whole number"),
     (_service_port, "targets https"),
     (_drop_bootstrap, "CRAWLER_BUS_KAFKA_BOOTSTRAP is not set"),
-    (lambda docs: docs.remove(_one(docs, "HorizontalPodAutoscaler", "-parser")),
-     "no HorizontalPodAutoscaler for the parser"),
+    (lambda docs: docs.remove(_one(docs, "HorizontalPodAutoscaler", "-fetcher")),
+     "no HorizontalPodAutoscaler for the fetcher"),
+    (lambda docs: docs.remove(_one(docs, "Deployment", "-api")), "no Deployment for ['api']"),
     (lambda docs: docs.remove(_one(docs, "PersistentVolumeClaim")),
      "PersistentVolumeClaim crawl-crawler-warc is not in the chart"),
-    (lambda docs: docs.remove(_one(docs, "Service", "-dedup")),
+    (lambda docs: docs.remove(_one(docs, "Service", "-frontier")),
      "no Service exposes its metrics port"),
+    (lambda docs: _one(docs, "ConfigMap")["data"].update(
+        CRAWLER_FETCHER_PARSE_INLINE="false"),
+     "CRAWLER_FETCHER_PARSE_INLINE=false but no Deployment for parser"),
 ])
 def test_manifest_checks_catch_breakage(default_docs: Docs, kube: str,
                                         change: Callable[[Docs], None], expected: str) -> None:
     docs = copy.deepcopy(default_docs)
     change(docs)
+    problems = cd.manifest_problems(docs, kube_version=kube, expect_autoscaled=["fetcher"])
+    assert any(expected in p for p in problems), problems
+
+
+# --- the separate topology: parse_inline false, parser and dedup Deployments ----------
+
+SEPARATE_VALUES = cd.CHART / "ci" / "separate-parse-values.yaml"
+
+
+@pytest.fixture(scope="module")
+def separate_docs(helm: Path, kube: str) -> Docs:
+    return _render(helm, kube, [SEPARATE_VALUES])
+
+
+def test_separate_parse_render(separate_docs: Docs, kube: str) -> None:
+    deployments = sorted(_container(d)["args"][0] for d in separate_docs
+                         if d["kind"] == "Deployment")
+    assert deployments == ["api", "dedup", "fetcher", "frontier", "parser"]
+    assert _one(separate_docs, "ConfigMap")["data"]["CRAWLER_FETCHER_PARSE_INLINE"] == "false"
+    for role in ("fetcher", "parser"):
+        assert "replicas" not in _one(separate_docs, "Deployment", f"-{role}")["spec"]
+        _one(separate_docs, "HorizontalPodAutoscaler", f"-{role}")
+    assert _one(separate_docs, "Deployment", "-dedup")["spec"]["replicas"] == 1
+    assert cd.manifest_problems(separate_docs, kube_version=kube,
+                                expect_autoscaled=["fetcher", "parser"]) == []
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda docs: docs.remove(_one(docs, "Deployment", "-dedup")),
+     "CRAWLER_FETCHER_PARSE_INLINE=false but no Deployment for dedup"),
+    (lambda docs: docs.remove(_one(docs, "HorizontalPodAutoscaler", "-parser")),
+     "no HorizontalPodAutoscaler for the parser"),
+    (_break_deployment("dedup", _same_role), "role fetcher also runs"),
+    (_break_deployment("parser", _metrics_port), "is not CRAWLER_METRICS_PORT"),
+    (lambda docs: docs.remove(_one(docs, "Service", "-dedup")),
+     "no Service exposes its metrics port"),
+])
+def test_separate_parse_checks_catch_breakage(separate_docs: Docs, kube: str,
+                                              change: Callable[[Docs], None],
+                                              expected: str) -> None:
+    docs = copy.deepcopy(separate_docs)
+    change(docs)
     problems = cd.manifest_problems(docs, kube_version=kube,
                                     expect_autoscaled=["fetcher", "parser"])
     assert any(expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize("values", [
+    {"settings": {"fetcher": {"parse_inline": False}}},
+    {"settings": {"fetcher": {"parse_inline": False}}, "services": {"parser": {"enabled": True}}},
+    {"settings": {"fetcher": {"parse_inline": False}}, "services": {"dedup": {"enabled": True}}},
+    {"services": {"fetcher": {"extraEnv": [{"name": "CRAWLER_FETCHER_PARSE_INLINE",
+                                            "value": " Off "}]}}},
+    {"settings": {"fetcher": {"parse_inline": True}},  # the fetcher's variable wins
+     "services": {"fetcher": {"extraEnv": [{"name": "CRAWLER_FETCHER_PARSE_INLINE",
+                                            "value": "0"}]},
+                  "parser": {"enabled": True}}},
+])
+def test_chart_refuses_parse_inline_false_without_parser_and_dedup(
+        helm: Path, kube: str, tmp_path: Path, values: dict[str, Any]) -> None:
+    path = _values_file(tmp_path, values)
+    with pytest.raises(cd.DeployError, match=re.escape("set services.parser.enabled and "
+                                                       "services.dedup.enabled to true")):
+        _render(helm, kube, [path])
+
+
+def test_chart_renders_parse_inline_true_with_either(helm: Path, kube: str,
+                                                     tmp_path: Path) -> None:
+    # the variable in the fetcher's extraEnv wins over settings; an idle parser is allowed
+    path = _values_file(tmp_path, {
+        "settings": {"fetcher": {"parse_inline": False}},
+        "services": {"fetcher": {"extraEnv": [{"name": "CRAWLER_FETCHER_PARSE_INLINE",
+                                               "value": "true"}]},
+                     "parser": {"enabled": True}}})
+    docs = _render(helm, kube, [path])
+    assert cd.manifest_problems(docs, kube_version=kube) == []
 
 
 def test_fixed_replicas_values(helm: Path, kube: str) -> None:

@@ -308,7 +308,8 @@ def test_install_upgrade_uninstall(api: KubeApi, run_helm: Helm, namespace: str,
         "v1", "Pod", namespace, "app.kubernetes.io/instance=crawl"), timeout=60)
 
 
-@pytest.mark.parametrize("values", ["fixed-replicas-values.yaml", "production-values.yaml"])
+@pytest.mark.parametrize("values", ["fixed-replicas-values.yaml", "production-values.yaml",
+                                    "separate-parse-values.yaml"])
 def test_install_ci_values(api: KubeApi, run_helm: Helm, namespace: str, values: str,
                            servicemonitor_crd: None) -> None:
     """Each CI values file installs: every object accepted and stored as rendered (the
@@ -341,7 +342,7 @@ def test_server_validation_refuses_what_the_schemas_pass(api: KubeApi, run_helm:
     kube = cd.helm_kube_version()
     docs = cd.render(run_helm.binary, [bad], kube_version=kube)
     assert cd.manifest_problems(docs, kube_version=kube,
-                                expect_autoscaled=("fetcher", "parser")) == []
+                                expect_autoscaled=("fetcher",)) == []
     proc = subprocess.run([str(run_helm.binary), "--kubeconfig", str(kubeconfig_path()),
                            "install", "bad", str(cd.CHART), "--namespace", namespace,
                            "--values", str(bad), "--wait=false"],

@@ -192,8 +192,9 @@ def test_crawl_through_kafka_and_cassandra(api: KubeApi, run_helm: Helm,
         "api": {"token": TOKEN},
         "settings": {"politeness": {"default_delay": 0.05, "response_time_factor": 0},
                      "fetcher": {"allow_networks": [POD_CIDR]}},
-        "services": {"fetcher": {"replicas": 1, "autoscaling": {"enabled": False}},
-                     "parser": {"autoscaling": {"enabled": False}}},
+        # the default topology: the fetcher parses and judges the pages (no parser or
+        # dedup Deployment)
+        "services": {"fetcher": {"replicas": 1, "autoscaling": {"enabled": False}}},
     }), encoding="utf-8")
     started = time.monotonic()
     run_helm("install", "crawl", str(cd.CHART), "--namespace", ns, "--values", str(values),

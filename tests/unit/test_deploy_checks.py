@@ -88,10 +88,51 @@ def demo_compose() -> dict[str, Any]:
     return doc
 
 
+SEPARATE_ENV = {"CRAWLER_FETCHER_PARSE_INLINE": "false"}
+
+
 def test_the_compose_file_keeps_the_contract(compose: dict[str, Any],
                                              demo_compose: dict[str, Any]) -> None:
     assert cd.compose_problems(compose) == []
     assert cd.compose_problems(demo_compose, demo=True) == []
+    separate = cd.load_compose(dict(TOKEN_ENV, **SEPARATE_ENV))
+    assert cd.compose_problems(separate, profiles=["separate-parse"]) == []
+    demo_separate = cd.load_compose(dict(cd.read_env_file(cd.DEMO_ENV), **SEPARATE_ENV))
+    assert cd.compose_problems(demo_separate, demo=True, profiles=["separate-parse"]) == []
+
+
+def test_by_default_the_fetchers_parse(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    default = cd.active_services(services, ())
+    roles = sorted(cd._role_of(services[n]) or "" for n in default if cd._role_of(services[n]))
+    assert roles == ["api", "fetcher", "fetcher", "frontier"]
+    assert cd.parse_inline(services["fetcher-1"]["environment"]) is True
+    for name in ("parser", "dedup"):
+        assert services[name]["profiles"] == ["separate-parse"]
+    assert {"parser", "dedup"} <= cd.active_services(services, ["separate-parse"])
+    assert cd.parse_inline({"CRAWLER_FETCHER_PARSE_INLINE": "Off"}) is False
+    assert cd.parse_inline({}) is True
+
+
+def test_prometheus_has_no_fixed_target_that_does_not_run(
+        compose: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = cd.yaml.safe_load(cd.PROMETHEUS_CONFIG.read_text(encoding="utf-8"))
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    static = {t for job in jobs.values() for s in job.get("static_configs", [])
+              for t in s["targets"]}
+    assert static == {"frontier:9100", "fetcher-1:9100", "fetcher-2:9100", "api:9100",
+                      "127.0.0.1:9090"}
+    assert jobs["parser"]["dns_sd_configs"] == [{"names": ["parser"], "type": "A",
+                                                 "port": 9100}]
+    # the former fixed targets of parser and dedup are refused
+    jobs["parser"] = {"job_name": "parser", "static_configs": [{"targets": ["parser:9100"]}]}
+    config["scrape_configs"] = list(jobs.values())
+    path = tmp_path / "prometheus.yml"
+    path.write_text(cd.yaml.safe_dump(config), encoding="utf-8")
+    monkeypatch.setattr(cd, "PROMETHEUS_CONFIG", path)
+    problems = cd.compose_problems(compose)
+    assert any("target parser:9100 is not a service that always runs" in p
+               for p in problems), problems
 
 
 def test_demo_env_turns_on_the_demo(compose: dict[str, Any]) -> None:
@@ -113,10 +154,11 @@ def test_every_crawler_service_shares_one_environment(compose: dict[str, Any]) -
     assert set(envs[0]) <= set(variable_names())
 
 
-def _problems_after(doc: dict[str, Any], change: Any, *, demo: bool = False) -> list[str]:
+def _problems_after(doc: dict[str, Any], change: Any, *, demo: bool = False,
+                    profiles: tuple[str, ...] = ()) -> list[str]:
     broken = copy.deepcopy(doc)
     change(broken)
-    result: list[str] = cd.compose_problems(broken, demo=demo)
+    result: list[str] = cd.compose_problems(broken, demo=demo, profiles=profiles)
     return result
 
 
@@ -151,8 +193,18 @@ def _env(service: str, **values: str) -> Any:
     (lambda d: d["services"]["simweb-1"].pop("profiles"), "profile demo"),
     (lambda d: d["services"]["simweb-2"].update(network_mode="service:parser"),
      "share a fetcher's network"),
-    (lambda d: d["services"].update({"parser-2": d["services"]["parser"]}),
-     "not scraped: ['parser-2:9100']"),
+    (lambda d: d["services"].update({"frontier-2": d["services"]["frontier"]}),
+     "not scraped: ['frontier-2:9100']"),
+    (lambda d: d["services"]["parser"].pop("profiles"),
+     "parser: must be in profile separate-parse only"),
+    (lambda d: d["services"]["dedup"].update(profiles=["demo"]),
+     "dedup: must be in profile separate-parse only"),
+    (lambda d: d["services"]["api"].update(profiles=["separate-parse"]),
+     "api: must run in every profile"),
+    (_env("fetcher-1", CRAWLER_FETCHER_PARSE_INLINE="false"), "fetchers disagree"),
+    (lambda d: [_env(f, CRAWLER_FETCHER_PARSE_INLINE="false")(d)
+                for f in ("fetcher-1", "fetcher-2")],
+     "PARSE_INLINE=false but no `crawler parser` runs"),
     (lambda d: d["services"]["prometheus"].update(volumes=[]), "does not mount"),
     (lambda d: d["services"]["kafka"]["healthcheck"].update(interval="10 seconds"),
      "is not a duration"),
@@ -161,6 +213,18 @@ def _env(service: str, **values: str) -> Any:
 def test_compose_checks_catch_breakage(compose: dict[str, Any], change: Any,
                                        expected: str) -> None:
     problems = _problems_after(compose, change)
+    assert any(expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda d: d["services"].pop("dedup"), "no `crawler dedup` runs"),
+    (lambda d: d["services"].update({"parser-2": d["services"]["parser"]}),
+     "not scraped: ['parser-2:9100']"),
+    (lambda d: d["services"]["parser"]["depends_on"].pop("kafka"), "must wait for kafka"),
+])
+def test_separate_parse_checks_catch_breakage(change: Any, expected: str) -> None:
+    separate = cd.load_compose(dict(TOKEN_ENV, **SEPARATE_ENV))
+    problems = _problems_after(separate, change, profiles=("separate-parse",))
     assert any(expected in p for p in problems), problems
 
 

@@ -45,7 +45,7 @@ def _protocol_methods() -> set[str]:
 
 def test_the_wrapper_covers_every_state_store_method() -> None:
     methods = _protocol_methods()
-    assert {"put_url", "get_url", "claim_content"} <= methods
+    assert {"put_url", "get_url", "content_holder", "record_content"} <= methods
     assert methods <= STORE_OPERATIONS  # each one is a valid operation label
     wrapped = {name for name in dir(MeteredStateStore)
                if not name.startswith("_") and callable(getattr(MeteredStateStore, name))}
