@@ -16,10 +16,14 @@ docker-compose.yml is interpolated as Compose does (``${VAR:-default}`` and frie
 validated against the schema, then checked against the services' contract: every
 CRAWLER_* variable is a real setting and the whole environment passes the settings
 validation, the cluster settings are there, the Prometheus targets are the services'
-metrics ports. The chart is linted and rendered under its default values and every
-deploy/helm/crawler/ci/*.yaml, each rendering is validated against the Kubernetes
-schemas (kubernetes-validate) and checked the same way: settings, probe paths the
-services serve, ports and images that agree between Deployments and Services.
+metrics ports. It is checked as each topology runs it: the default one (the fetchers
+parse; no parser or dedup service), the demo, and the profile separate-parse with
+CRAWLER_FETCHER_PARSE_INLINE=false (separate parser and dedup). The chart is linted
+and rendered under its default values and every deploy/helm/crawler/ci/*.yaml, each
+rendering is validated against the Kubernetes schemas (kubernetes-validate) and checked
+the same way: settings, probe paths the services serve, ports and images that agree
+between Deployments and Services, parser and dedup Deployments whenever the fetchers
+do not parse (none by default).
 
 Exit status 0 when everything passes, 1 on any problem (each is printed).
 """
@@ -73,6 +77,13 @@ CHART = ROOT / "deploy" / "helm" / "crawler"
 VALUES_SCHEMA = CHART / "values.schema.json"
 
 ROLES = ("frontier", "fetcher", "parser", "dedup", "api")
+# The fetchers parse and judge the pages by default (CRAWLER_FETCHER_PARSE_INLINE); the
+# parser and dedup roles run only with it false: in compose in this profile, in the
+# chart with services.parser/dedup.enabled.
+SEPARATE_PARSE_ROLES = ("parser", "dedup")
+DEFAULT_ROLES = tuple(r for r in ROLES if r not in SEPARATE_PARSE_ROLES)
+SEPARATE_PARSE_PROFILE = "separate-parse"
+PARSE_INLINE = "CRAWLER_FETCHER_PARSE_INLINE"
 LIVENESS_PATH = "/healthz"
 READINESS_PATH = "/readyz"
 # What every service needs in cluster mode (the contract with the services).
@@ -348,6 +359,30 @@ def _role_of(service: Mapping[str, Any]) -> str | None:
     return None
 
 
+def parse_inline(env: Mapping[str, str]) -> bool:
+    """Whether fetchers with this environment parse and judge the pages themselves
+    (an invalid value counts as the default; settings_problems reports it)."""
+    raw = env.get(PARSE_INLINE)
+    if raw is None:
+        return Settings().fetcher.parse_inline
+    try:
+        return Settings.from_env({PARSE_INLINE: raw}).fetcher.parse_inline
+    except SettingsError:
+        return Settings().fetcher.parse_inline
+
+
+def _profiles_of(service: Mapping[str, Any]) -> list[str]:
+    return [str(p) for p in service.get("profiles") or []]
+
+
+def active_services(services: Mapping[str, Any], profiles: Iterable[str]) -> set[str]:
+    """The services ``docker compose up`` starts with these profiles on (those in no
+    profile, and those in one of them)."""
+    on = set(profiles)
+    return {name for name, svc in services.items()
+            if not _profiles_of(svc) or on & set(_profiles_of(svc))}
+
+
 def settings_problems(where: str, env: Mapping[str, str], *,
                       placeholders: Iterable[str] = ()) -> Problems:
     """Names that are not settings, and values the settings validation refuses."""
@@ -380,23 +415,51 @@ def settings_problems(where: str, env: Mapping[str, str], *,
     return problems
 
 
-def compose_problems(doc: Mapping[str, Any], *, demo: bool = False) -> Problems:
-    """The services' contract, checked on an interpolated Compose document."""
+def compose_problems(doc: Mapping[str, Any], *, demo: bool = False,
+                     profiles: Iterable[str] = ()) -> Problems:
+    """The services' contract, checked on an interpolated Compose document as
+    ``docker compose up`` runs it with ``profiles`` on (COMPOSE_PROFILES)."""
     problems: Problems = []
+    profiles = set(profiles) | ({"demo"} if demo else set())
     services: dict[str, Any] = doc.get("services") or {}
     volumes_declared = set((doc.get("volumes") or {}).keys())
+    active = active_services(services, profiles)
     crawler = {name: svc for name, svc in services.items() if _role_of(svc)}
-    roles: dict[str, list[str]] = {}
+    defined: dict[str, list[str]] = {}
+    roles: dict[str, list[str]] = {}  # of the services that run with these profiles
     for name, svc in crawler.items():
         role = _role_of(svc)
         assert role is not None
-        replicas = int(((svc.get("deploy") or {}).get("replicas")) or 1)
-        roles.setdefault(role, []).extend([name] * replicas)
-    for role in ROLES:
+        defined.setdefault(role, []).append(name)
+        if name in active:
+            replicas = int(((svc.get("deploy") or {}).get("replicas")) or 1)
+            roles.setdefault(role, []).extend([name] * replicas)
+    for role in DEFAULT_ROLES:
         if role not in roles:
             problems.append(f"compose: no service runs `crawler {role}`")
+    for role in SEPARATE_PARSE_ROLES:
+        if role not in defined:
+            problems.append(f"compose: no service runs `crawler {role}` (profile "
+                            f"{SEPARATE_PARSE_PROFILE}, for {PARSE_INLINE}=false)")
+        for name in defined.get(role, []):
+            if _profiles_of(crawler[name]) != [SEPARATE_PARSE_PROFILE]:
+                problems.append(f"compose service {name}: must be in profile "
+                                f"{SEPARATE_PARSE_PROFILE} only (by default the fetchers "
+                                "parse and judge the pages)")
+    for name in crawler:
+        if _role_of(crawler[name]) in DEFAULT_ROLES and _profiles_of(crawler[name]):
+            problems.append(f"compose service {name}: must run in every profile")
     if len(roles.get("fetcher", [])) < 2:
         problems.append("compose: expected at least two fetchers")
+    inline = {parse_inline(_mapping_env(crawler[n].get("environment")))
+              for n in set(roles.get("fetcher", []))}
+    if False in inline:
+        for role in SEPARATE_PARSE_ROLES:
+            if role not in roles:
+                problems.append(f"compose: {PARSE_INLINE}=false but no `crawler {role}` "
+                                f"runs (turn on the profile {SEPARATE_PARSE_PROFILE})")
+    if len(inline) > 1:
+        problems.append(f"compose: the fetchers disagree on {PARSE_INLINE}")
 
     for dep in ("kafka", "cassandra"):
         if dep not in services:
@@ -434,7 +497,8 @@ def compose_problems(doc: Mapping[str, Any], *, demo: bool = False) -> Problems:
             blob_volumes.add(mounts[root])
         if not (svc.get("healthcheck") or {}).get("test"):
             problems.append(f"{where}: no health check")
-        metrics_targets.add(f"{name}:{env.get('CRAWLER_METRICS_PORT', '')}")
+        if name in active:
+            metrics_targets.add(f"{name}:{env.get('CRAWLER_METRICS_PORT', '')}")
         if demo and _role_of(svc) == "fetcher":
             if "127.0.0.1/32" not in env.get("CRAWLER_FETCHER_ALLOW_NETWORKS", "").split(","):
                 problems.append(f"{where}: the demo needs CRAWLER_FETCHER_ALLOW_NETWORKS "
@@ -493,6 +557,10 @@ def compose_problems(doc: Mapping[str, Any], *, demo: bool = False) -> Problems:
 
 
 def prometheus_problems(targets: set[str], services: Mapping[str, Any]) -> Problems:
+    """deploy/prometheus/prometheus.yml scrapes every crawler service that runs
+    (``targets``); its fixed targets are services that always run (in no profile), and
+    services of a profile are found through DNS (dns_sd_configs), so no target is down
+    because its profile is off."""
     problems = []
     prom = services.get("prometheus")
     if prom is None:
@@ -501,15 +569,26 @@ def prometheus_problems(targets: set[str], services: Mapping[str, Any]) -> Probl
     if "./deploy/prometheus:/etc/prometheus:ro" not in mounts:
         problems.append("compose: prometheus does not mount deploy/prometheus")
     config = yaml.safe_load(PROMETHEUS_CONFIG.read_text(encoding="utf-8"))
+    static_targets: set[str] = set()
     scraped: set[str] = set()
     jobs = set()
     for job in config.get("scrape_configs", []):
         jobs.add(job["job_name"])
         for static in job.get("static_configs", []):
-            scraped.update(static.get("targets", []))
+            static_targets.update(static.get("targets", []))
+        for dns in job.get("dns_sd_configs", []):
+            if dns.get("type", "SRV") == "A" and dns.get("port"):
+                scraped.update(f"{n}:{dns['port']}" for n in dns.get("names", []))
+    scraped |= static_targets
     missing = targets - scraped
     if missing:
         problems.append(f"prometheus.yml: crawler services not scraped: {sorted(missing)}")
+    always = {name for name, svc in services.items() if not _profiles_of(svc)}
+    for target in sorted(static_targets):
+        host = target.rpartition(":")[0]
+        if host not in ("127.0.0.1", "localhost") and host not in always:
+            problems.append(f"prometheus.yml: target {target} is not a service that always "
+                            "runs (services of a profile: dns_sd_configs)")
     if not set(ROLES) <= jobs:
         problems.append(f"prometheus.yml: jobs must be named after the roles, missing "
                         f"{sorted(set(ROLES) - jobs)}")
@@ -554,13 +633,22 @@ def load_compose(env: Mapping[str, str]) -> dict[str, Any]:
 def check_compose() -> Problems:
     schema = json.loads(ensure_compose_schema().read_text(encoding="utf-8"))
     problems: Problems = []
-    # As a user runs it: only the required token set; and as the demo runs it.
+    # As a user runs it: only the required token set; as the demo runs it; and each with
+    # separate parser and dedup services (the profile and the setting).
+    separate = {PARSE_INLINE: "false", "COMPOSE_PROFILES": SEPARATE_PARSE_PROFILE}
+    demo_env = read_env_file(DEMO_ENV)
     cases = [("default", {"CRAWLER_API_TOKEN": "token-for-checks"}, False),
-             ("demo", read_env_file(DEMO_ENV), True)]
+             ("demo", demo_env, True),
+             ("separate-parse", {"CRAWLER_API_TOKEN": "token-for-checks", **separate}, False),
+             ("demo + separate-parse", {**demo_env, PARSE_INLINE: "false",
+                                        "COMPOSE_PROFILES": f"demo,{SEPARATE_PARSE_PROFILE}"},
+              True)]
     for label, env, demo in cases:
         doc = load_compose(env)
+        profiles = [p for p in env.get("COMPOSE_PROFILES", "").split(",") if p]
         problems += [f"[{label}] {p}" for p in compose_schema_problems(doc, schema)]
-        problems += [f"[{label}] {p}" for p in compose_problems(doc, demo=demo)]
+        problems += [f"[{label}] {p}" for p in compose_problems(doc, demo=demo,
+                                                                profiles=profiles)]
     try:
         load_compose({})
         problems.append("compose: CRAWLER_API_TOKEN must be required (${...:?...})")
@@ -837,6 +925,7 @@ def manifest_problems(docs: list[dict[str, Any]], *, kube_version: str,
     external = set(external_secrets)
     images: set[str] = set()
     roles_seen: dict[str, str] = {}
+    role_env: dict[str, dict[str, str]] = {}
     claims: set[str] = set()
     pod_labels: dict[str, dict[str, str]] = {}
 
@@ -898,6 +987,7 @@ def manifest_problems(docs: list[dict[str, Any]], *, kube_version: str,
         if "CRAWLER_API_TOKEN" not in secret_vars:
             problems.append(f"{where}: CRAWLER_API_TOKEN must come from a Secret")
         problems += settings_problems(where, env, placeholders=secret_vars)
+        role_env[role] = env
 
         metrics_port = int(env.get("CRAWLER_METRICS_PORT", "0") or 0)
         if _port_number(c, "metrics") != metrics_port:
@@ -948,9 +1038,14 @@ def manifest_problems(docs: list[dict[str, Any]], *, kube_version: str,
             images.add(c.get("image", ""))
     if len(images) > 1:
         problems.append(f"containers use different images: {sorted(images)}")
-    missing_roles = set(ROLES) - set(roles_seen)
+    missing_roles = set(DEFAULT_ROLES) - set(roles_seen)
     if missing_roles:
         problems.append(f"no Deployment for {sorted(missing_roles)}")
+    if "fetcher" in role_env and not parse_inline(role_env["fetcher"]):
+        for role in SEPARATE_PARSE_ROLES:
+            if role not in roles_seen:
+                problems.append(f"{PARSE_INLINE}=false but no Deployment for {role} "
+                                f"(services.{role}.enabled)")
 
     services = by_kind.get("Service", {})
     service_targets: dict[str, str] = {}
@@ -1064,8 +1159,13 @@ def check_helm() -> Problems:
             problems += [f"[{label}] {p}" for p in manifest_problems(
                 docs, kube_version=kube_version, external_secrets=[e for e in external if e],
                 expect_autoscaled=expect)]
-            if not files and not {"fetcher", "parser"} <= set(expect):
-                problems.append("[default values] fetchers and parsers must autoscale")
+            if not files:
+                if "fetcher" not in expect:
+                    problems.append("[default values] fetchers must autoscale")
+                on = [r for r in SEPARATE_PARSE_ROLES if values["services"][r]["enabled"]]
+                if on:
+                    problems.append(f"[default values] {on} must be off by default (the "
+                                    f"fetchers parse; they are for {PARSE_INLINE}=false)")
     return problems
 
 
