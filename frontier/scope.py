@@ -93,7 +93,9 @@ class SeedRegistry:
         self.complete = complete
         self.capacity = capacity
         self._roots: OrderedDict[str, frozenset[SeedRoot]] = OrderedDict()
-        self._recorded: set[SeedRoot] = set()  # written by this process
+        # written by this process lately (bounded: writing a root again is harmless,
+        # and a crawl may have millions of seeds)
+        self._recorded: OrderedDict[SeedRoot, None] = OrderedDict()
 
     async def add(self, roots: Iterable[SeedRoot]) -> None:
         """Record ``roots`` (before the seeds' own rows are stored)."""
@@ -101,7 +103,10 @@ class SeedRegistry:
         if not new:
             return
         await self.store.add_seed_roots(new)
-        self._recorded.update(new)
+        for root in new:
+            self._recorded[root] = None
+        while len(self._recorded) > self.capacity:
+            self._recorded.popitem(last=False)
         for root in new:
             known = self._roots.get(root.domain)
             if known is not None:

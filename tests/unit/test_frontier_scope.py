@@ -422,3 +422,18 @@ async def test_a_stored_scope_that_does_not_check_is_ignored(
     assert frontier.scope == ScopeRules(mode="seed-hosts")
     frontier.apply_control(CrawlControl(scope=ScopeRules(allow_domains=("A.test",))))
     assert frontier.scope == ScopeRules(allow_domains=("a.test",))  # normalised
+
+
+async def test_the_memory_of_recorded_roots_is_bounded(store: SqliteStateStore) -> None:
+    """A crawl may have millions of seeds: the roots a registry remembers writing stay
+    within its capacity, while the store keeps every one."""
+    registry = SeedRegistry(store, complete=True, capacity=10)
+    roots = [SeedRoot(domain="many.test", host="many.test", path=f"/item/{i}/")
+             for i in range(100)]
+    for root in roots:
+        await registry.add([root])
+    assert len(registry._recorded) == 10
+    assert sorted(await store.seed_roots("many.test"), key=lambda r: r.path) == sorted(
+        roots, key=lambda r: r.path)
+    await registry.add(roots[:5])  # forgotten, so written again: harmless
+    assert len(await store.seed_roots("many.test")) == 100
