@@ -79,6 +79,9 @@ def scope_verdict(host: str, path: str, rules: ScopeRules,
     return None
 
 
+RECORDED_ROOTS = 4_096  # roots a registry remembers writing (a few hundred bytes each)
+
+
 class SeedRegistry:
     """The seed roots of the crawl: recorded in the store, read back per registered
     domain and kept in a bounded memory (least recently used out first).
@@ -105,7 +108,7 @@ class SeedRegistry:
         await self.store.add_seed_roots(new)
         for root in new:
             self._recorded[root] = None
-        while len(self._recorded) > self.capacity:
+        while len(self._recorded) > RECORDED_ROOTS:
             self._recorded.popitem(last=False)
         for root in new:
             known = self._roots.get(root.domain)
