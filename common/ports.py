@@ -122,7 +122,11 @@ class Delivery(msgspec.Struct, frozen=True, kw_only=True):
     message: Message
     partition: int = 0
     offset: int = 0
-    attempt: int = 1
+    attempt: int = 1  # failed calls counted toward the dead-letter limit, plus one
+    # every call of the handler with this message, including those repeated while a
+    # dependency was down (which do not count toward the limit): > 1 means an earlier
+    # call may have done part of the work
+    calls: int = 1
 
 
 Handler = Callable[[Delivery], Awaitable[None]]

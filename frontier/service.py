@@ -383,7 +383,8 @@ class Frontier:
         async with self._gate.shared():
             if isinstance(msg, Discovered):
                 # takes the lock of each host it schedules
-                await self._on_discovered(msg, retry=delivery.attempt > 1)
+                await self._on_discovered(msg, retry=delivery.calls > 1
+                                          or delivery.attempt > 1)
             elif isinstance(msg, FetchResult):
                 async with self._hosts.hold(msg.task.host):
                     await self._on_result(msg)

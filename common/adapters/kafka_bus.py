@@ -997,12 +997,14 @@ class _Consumption:
         # the messages already failing try again with back-off and find out when it
         # is back
         await DEPENDENCIES.wait_healthy(MAX_OUTAGE_BACKOFF)
+        calls = 0
         while True:
             if record.part.revoked:
                 return  # the partition's next owner handles it
+            calls += 1
             delivery = Delivery(topic=record.topic, key=record.key, message=message,
                                 partition=record.part.partition, offset=record.offset,
-                                attempt=attempt)
+                                attempt=attempt, calls=calls)
             if metrics is not None and attempt == 1 and not outage:
                 metrics.count_consumed(record.topic)
             error = await call_handler(self.handler, delivery)

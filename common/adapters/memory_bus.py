@@ -355,7 +355,8 @@ class MemoryBus:
                                "partition": entry.partition, "attempt": delivery.attempt})
             await asyncio.sleep(min(self.retry_backoff * 2 ** (delivery.attempt - 1),
                                     self.max_retry_backoff))
-            delivery = msgspec.structs.replace(delivery, attempt=delivery.attempt + 1)
+            delivery = msgspec.structs.replace(delivery, attempt=delivery.attempt + 1,
+                                               calls=delivery.calls + 1)
 
     def _dead_letter(self, entry: _Entry, error: str, attempts: int) -> None:
         counters = self._counters[entry.topic]

@@ -72,12 +72,14 @@ def _discovered(host: str, paths: list[str]) -> Delivery:
     return Delivery(topic=Topic.DISCOVERED, key=host, message=Discovered(host=host, links=links))
 
 
-async def _retry(frontier: Frontier, delivery: Delivery) -> None:
-    """What the bus does with a handler that raised: the same message again."""
+async def _retry(frontier: Frontier, delivery: Delivery, *, outage: bool = False) -> None:
+    """What the bus does with a handler that raised: the same message again (while a
+    dependency is down, without counting the failed call as an attempt)."""
     with pytest.raises(TimeoutError):
         await frontier.handle(delivery)
     await frontier.handle(Delivery(topic=delivery.topic, key=delivery.key,
-                                   message=delivery.message, attempt=2))
+                                   message=delivery.message, attempt=1 if outage else 2,
+                                   calls=2))
 
 
 async def _dispatched(frontier: Frontier, bus: MemoryBus, n: int) -> list[FetchTask]:
@@ -117,13 +119,14 @@ async def test_a_discovered_message_retried_after_its_rows_were_stored_wakes_the
     assert [t.url for t in got] == ["http://a.test/1"], frontier.describe()
 
 
+@pytest.mark.parametrize("outage", [False, True])
 async def test_a_discovered_message_retried_after_scheduling_failed_wakes_the_host(
-        store: FlakyStore) -> None:
+        store: FlakyStore, outage: bool) -> None:
     bus = MemoryBus()
     frontier = Frontier(_settings(), bus, store, embedded=False)
     store.fail_get_host["a.test"] = 2  # the first reads the host's caps, the second
     # makes its slot, after the rows were stored
-    await _retry(frontier, _discovered("a.test", ["/1", "/2"]))
+    await _retry(frontier, _discovered("a.test", ["/1", "/2"]), outage=outage)
     got = await _dispatched(frontier, bus, 1)
     assert [t.url for t in got] == ["http://a.test/1"], frontier.describe()
 
