@@ -108,6 +108,9 @@ class FetcherStage:
         self.counters = FetcherCounters()
         # the results of the most recent tasks, by task id, for tasks delivered again
         self._done: OrderedDict[str, FetchResult] = OrderedDict()
+        # tasks being handled now, by task id, for a delivery of one that comes again
+        # meanwhile
+        self._running: dict[str, asyncio.Future[FetchResult]] = {}
         # bodies being written here now: SHA-256 -> the URL whose copy it is
         self._writing: dict[str, str] = {}
 
@@ -127,13 +130,42 @@ class FetcherStage:
             raise TypeError(f"fetcher cannot handle {type(task).__name__}")
         self.counters.tasks += 1
         done = self._done.get(task.task_id)
+        running = self._running.get(task.task_id)
+        if done is None and running is not None:
+            # delivered again while its first delivery is still being handled (the
+            # partition was lost in a broker outage and given back): that one's result
+            # is this one's, with no second request
+            done = await asyncio.shield(running)
         if done is not None:
             # delivered again (its offset was not committed before an outage or a
             # rebalance): the server already answered it, so only the result goes out
             self.counters.redelivered += 1
-            await while_down(lambda: self.bus.publish(Topic.FETCHED, task.host, done),
+            answer = done
+            await while_down(lambda: self.bus.publish(Topic.FETCHED, task.host, answer),
                              f"publishing the result of {task.url}")
             return
+        mine = asyncio.get_running_loop().create_future()
+        # a waiter may never come: an exception nobody awaited is not worth a warning
+        mine.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._running[task.task_id] = mine
+        try:
+            result = await self._fetch_and_judge(task, delivery)
+        except BaseException as exc:
+            mine.set_exception(RuntimeError(f"the first delivery of this task failed: "
+                                            f"{exc!r}"))
+            raise
+        else:
+            mine.set_result(result)
+        finally:
+            if self._running.get(task.task_id) is mine:
+                del self._running[task.task_id]
+        # the page was fetched: an outage of the bus must not fetch it again
+        await while_down(lambda: self.bus.publish(Topic.FETCHED, task.host, result),
+                         f"publishing the result of {task.url}")
+
+    async def _fetch_and_judge(self, task: FetchTask, delivery: Delivery) -> FetchResult:
+        """The task's request (after its host's gap), its records, and in cluster mode
+        with ``judge`` the page's parse and verdict; remembered for a redelivery."""
         async with self.gate.hold(task.host):
             await self.gate.wait(task.host, delivery.partition, task.delay)
             try:
@@ -152,13 +184,12 @@ class FetcherStage:
                 and result.record is not None):
             # parsed and judged here; an outage of the bus or the store waits here
             # rather than fetch the page again
-            verdict = await while_down(lambda: self._judge(result),
+            fetched = result
+            verdict = await while_down(lambda: self._judge(fetched),
                                        f"parsing and judging {task.url}")
             result = msgspec.structs.replace(result, verdict=verdict)
         self._remember(task.task_id, result)
-        # the page was fetched: an outage of the bus must not fetch it again
-        await while_down(lambda: self.bus.publish(Topic.FETCHED, task.host, result),
-                         f"publishing the result of {task.url}")
+        return result
 
     async def _judge(self, result: FetchResult) -> StatusUpdate:
         assert self.judge is not None

@@ -1,0 +1,51 @@
+"""A fetch task delivered again is never fetched again: a second delivery that comes
+while the first is still being handled (a partition lost in a broker outage and given
+back) waits for the first one's result; one that comes after it is answered from memory."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from common.messages import FetchOutcome, FetchResult, FetchTask, Topic
+from common.ports import Delivery
+from common.urls import host_key
+from crawler.embedded import EmbeddedCrawler
+from simweb import SimWeb
+from simweb.scenarios import seed
+from tests.e2e.test_crawl_seed import seed_settings
+
+
+async def test_a_task_delivered_twice_reaches_the_server_once(tmp_path: Path) -> None:
+    async with SimWeb(seed(), dns=True) as web:
+        crawler = EmbeddedCrawler(seed_settings(tmp_path, web))
+        await crawler.start()
+        results: list[FetchResult] = []
+        original = crawler.bus.publish
+
+        async def publish(topic: Topic, key: str, message: object) -> None:
+            if topic is Topic.FETCHED and isinstance(message, FetchResult):
+                results.append(message)
+            await original(topic, key, message)  # type: ignore[arg-type]
+
+        crawler.bus.publish = publish  # type: ignore[assignment,method-assign]
+        try:
+            url = web.seed_urls()[0]
+            host = host_key(url)
+            task = FetchTask(task_id="once", url=url, host=host, attempt=1)
+            delivery = Delivery(topic=Topic.FETCH, key=host, message=task)
+            # the second delivery comes while the first is being handled ...
+            await asyncio.gather(crawler.fetcher.handle(delivery),
+                                 crawler.fetcher.handle(delivery))
+            # ... and a third after it
+            await crawler.fetcher.handle(delivery)
+        finally:
+            await crawler.close()
+        path = url.split(host.split(":")[0], 1)[1].split("/", 1)[-1]
+        pages = [r for r in web.log.records() if r.path != "/robots.txt"
+                 and r.path.lstrip("/") == path]
+    assert len(pages) == 1, pages
+    assert crawler.fetcher.counters.redelivered == 2
+    assert len(results) == 3 and len({r.fetched_at for r in results}) == 1
+    assert results[0].outcome is FetchOutcome.OK
+
