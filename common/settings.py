@@ -282,12 +282,15 @@ class Settings:
         """Build settings from ``env`` (default: ``os.environ``).
 
         With ``strict``, a ``CRAWLER_*`` variable that names no setting is an error, so
-        a typo does not silently fall back to a default.
+        a typo does not silently fall back to a default. ``CRAWLER_TEST_*`` belongs to
+        the test command (``CRAWLER_TEST_OUTAGES``, ``CRAWLER_TEST_KUBE``, ...), not to
+        the crawler, and is left alone.
         """
         env = os.environ if env is None else env
         known = set(variable_names())
         if strict:
-            unknown = sorted(k for k in env if k.startswith(PREFIX + "_") and k not in known)
+            unknown = sorted(k for k in env if k.startswith(PREFIX + "_") and k not in known
+                             and not k.startswith(PREFIX + "_TEST_"))
             if unknown:
                 raise SettingsError(f"{unknown[0]}: no such setting")
         sections: dict[str, Any] = {}

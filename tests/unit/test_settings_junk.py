@@ -129,3 +129,11 @@ def test_good_structured_values_pass() -> None:
         "CRAWLER_METRICS_HOST": "0.0.0.0",
     })
     assert s.store.keyspace == "crawl_2024"
+
+
+def test_the_test_commands_own_variables_are_not_settings() -> None:
+    """CRAWLER_TEST_* switch parts of the test command on (outage tests, kube tests): a
+    crawler started by a test under them must not refuse to start."""
+    Settings.from_env({"CRAWLER_TEST_OUTAGES": "1", "CRAWLER_TEST_KUBE": "1"})
+    with pytest.raises(SettingsError, match="CRAWLER_TESTS_OUTAGES: no such setting"):
+        Settings.from_env({"CRAWLER_TESTS_OUTAGES": "1"})
