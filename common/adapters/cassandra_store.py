@@ -364,6 +364,19 @@ class _RowCache:
         rows = self.rows.get(host)
         return None if rows is None else rows.get(url)
 
+    def split(self, host: str, urls: Iterable[str]) -> tuple[dict[str, UrlState], list[str]]:
+        """The cached rows of ``urls`` (not copies) and the URLs not cached."""
+        held = self.rows.get(host) or {}
+        found: dict[str, UrlState] = {}
+        missing: list[str] = []
+        for url in urls:
+            row = held.get(url)
+            if row is None:
+                missing.append(url)
+            else:
+                found[url] = row
+        return found, missing
+
     def put(self, host: str, rows: Iterable[UrlState]) -> None:
         held = self.rows.get(host)
         if held is None:
@@ -894,12 +907,8 @@ class CassandraStateStore:
         if cache is not None:
             unread: dict[str, list[str]] = {}
             for host, group in by_host.items():
-                for r in group:
-                    cached = cache.row(host, r.url)
-                    if cached is None:
-                        unread.setdefault(host, []).append(r.url)
-                    else:
-                        found[(host, r.url)] = _old_of(cached)
+                cached, unread[host] = cache.split(host, (r.url for r in group))
+                found.update({(host, url): _old_of(row) for url, row in cached.items()})
         else:
             unread = {host: [r.url for r in group] for host, group in by_host.items()}
         keys = [(host, list(chunk)) for host, group in unread.items()
@@ -996,14 +1005,8 @@ class CassandraStateStore:
         """The rows of these URLs: copies of cached ones, the rest read."""
         if self._cache is None:
             return await self._fetch_rows(host, urls)
-        found: dict[str, UrlState] = {}
-        unread = []
-        for url in urls:
-            cached = self._cache.row(host, url)
-            if cached is None:
-                unread.append(url)
-            else:
-                found[url] = msgspec.structs.replace(cached)
+        cached, unread = self._cache.split(host, urls)
+        found = {url: msgspec.structs.replace(row) for url, row in cached.items()}
         if unread:
             found.update(await self._fetch_rows(host, unread))
         return found

@@ -22,16 +22,22 @@ from frontier.service import Frontier
 URL = "http://a.test/p"
 
 
+async def _in_flight(store: SqliteStateStore) -> Frontier:
+    """A frontier on ``store`` whose one URL is in flight (attempt 1)."""
+    frontier = Frontier(Settings(), MemoryBus(), store)
+    await store.add_urls([UrlState(host="a.test", url=URL)])
+    row = await store.get_url("a.test", URL)
+    assert row is not None
+    row.status, row.attempts = UrlStatus.IN_FLIGHT, 1
+    await store.put_url(row)
+    return frontier
+
+
 async def _run(tmp_path: Path, verdict_hash: str) -> UrlState | None:
     store = SqliteStateStore(tmp_path / "state.sqlite")
     await store.open()
     try:
-        frontier = Frontier(Settings(), MemoryBus(), store)
-        await store.add_urls([UrlState(host="a.test", url=URL)])
-        row = await store.get_url("a.test", URL)
-        assert row is not None
-        row.status, row.attempts = UrlStatus.IN_FLIGHT, 1
-        await store.put_url(row)
+        frontier = await _in_flight(store)
         verdict = StatusUpdate(url=URL, host="a.test", status=UrlStatus.DONE,
                                reason=Reason.DUPLICATE, duplicate_of="http://a.test/q",
                                content_hash=verdict_hash)
@@ -79,12 +85,7 @@ async def _with_result(tmp_path: Path, verdict: StatusUpdate | None,
     store = CountingStore(tmp_path / "state.sqlite")
     await store.open()
     try:
-        frontier = Frontier(Settings(), MemoryBus(), store)
-        await store.add_urls([UrlState(host="a.test", url=URL)])
-        row = await store.get_url("a.test", URL)
-        assert row is not None
-        row.status, row.attempts = UrlStatus.IN_FLIGHT, 1
-        await store.put_url(row)
+        frontier = await _in_flight(store)
         store.writes = 0
         task = FetchTask(task_id="t", url=URL, host="a.test", attempt=1)
         result = FetchResult(task=task, outcome=outcome, status=200, fetched_at=1.0,
