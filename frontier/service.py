@@ -87,6 +87,7 @@ EARLY_VERDICTS = 10_000  # verdicts kept for rows whose fetch result has not arr
 DISPATCH_TASKS = 32  # host dispatches in progress at once
 DISPATCH_RETRY = 1.0  # seconds before a host whose dispatch failed is tried again
 STOP_GRACE = 10.0  # seconds run() waits for dispatches in progress when stopped
+FEW_HOSTS = 5  # the status line shows every host's state when at most this many remain
 
 
 @dataclass(eq=False, slots=True)
@@ -630,6 +631,8 @@ class Frontier:
                              len(self._slots), len(self._timer), len(self._ready),
                              self._outstanding, self._dispatching, self.counters.dispatched,
                              self.counters.stale_results)
+                    if 0 < len(self._slots) <= FEW_HOSTS:  # the last hosts of a crawl
+                        log.info("frontier: %s", self.describe())
                 if time.monotonic() - last_check >= 1.0:
                     last_check = time.monotonic()
                     await self.check_stall()

@@ -156,6 +156,7 @@ _KEYSPACE_RE = re.compile(r"[a-z][a-z0-9_]{0,47}")
 _TABLE_ID_NAMESPACE = uuid.UUID("0f5c6a52-5e0a-4c1e-9a53-2b1f8f0d6c11")
 
 _QUEUED = str(UrlStatus.QUEUED)
+_STATUSES = tuple(str(s) for s in UrlStatus)
 
 
 class CassandraUnavailableError(ConnectionError):
@@ -640,8 +641,8 @@ class CassandraStateStore:
                             "AND status = ?", self._read),
             "counts_put": (insert("url_counts", ("status", "bucket", "host", "reason", "n")),
                            self._write),
-            "counts_of_host": (f"SELECT reason, n FROM {ks}.url_counts WHERE status = ? "
-                               "AND bucket = ? AND host = ?", self._rmw),
+            "counts_of_host": (f"SELECT status, reason, n FROM {ks}.url_counts "
+                               "WHERE status IN ? AND bucket = ? AND host = ?", self._rmw),
             "counts_scan": (f"SELECT host, reason, n FROM {ks}.url_counts WHERE status = ? "
                             "AND bucket = ?", self._read),
             "put_host": (insert("hosts", _HOSTS.columns), self._write),
@@ -942,7 +943,10 @@ class CassandraStateStore:
         cache = self._cache
         if cache is not None:
             counts, unread = cache.host_counts(host, statuses)
-            counts.update(await self._host_counts(host, bucket, unread))
+            if unread:  # every status in one read, so the host's later writes read none
+                unread = list(_STATUSES)
+                counts.update(await self._host_counts(host, bucket, unread))
+                cache.set_counts(host, unread, counts)
         else:
             counts = await self._host_counts(host, bucket, statuses)
         ps = self._ps
@@ -987,13 +991,11 @@ class CassandraStateStore:
 
     async def _host_counts(self, host: str, bucket: int,
                            statuses: Iterable[str]) -> Counter[tuple[str, str]]:
-        ordered = sorted(statuses)
-        results = await asyncio.gather(*(self._rows("counts_of_host", (status, bucket, host))
-                                          for status in ordered))
+        """The host's counts of ``statuses``, in one statement."""
         counts: Counter[tuple[str, str]] = Counter()
-        for status, rows in zip(ordered, results, strict=True):
-            for reason, n in rows:
-                counts[(status, reason)] = n
+        for status, reason, n in await self._rows("counts_of_host",
+                                                   (sorted(statuses), bucket, host)):
+            counts[(status, reason)] = n
         return counts
 
     async def _fetch_rows(self, host: str, urls: Sequence[str]) -> dict[str, UrlState]:

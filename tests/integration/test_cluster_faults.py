@@ -34,6 +34,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from common import urls
+from common.messages import UrlStatus
 from simweb import SimWeb
 from simweb.expected import expected_urls
 from simweb.scenarios import generated
@@ -165,6 +166,47 @@ async def _metric_sum(ports: dict[str, int], name: str) -> float:
     return total
 
 
+async def _unfinished(c: Cluster) -> str:
+    """The rows of URLs still queued or in flight, and their hosts' rows, as the store
+    has them: what a crawl that does not finish is waiting for."""
+    from common.runtime import make_store
+
+    store = make_store(c.settings)
+    await store.open()
+    try:
+        lines = [f"now {time.time():.1f}"]
+        for status in (UrlStatus.QUEUED, UrlStatus.IN_FLIGHT):
+            for row in await store.urls_with_status(status, 50):
+                lines.append(f"{row!r}")
+                lines.append(f"  host: {await store.get_host(row.host)!r}")
+        return "\n".join(lines)
+    finally:
+        await store.close()
+
+
+def _fetched_urls(web: SimWeb) -> set[str]:
+    return {urls.canonicalize(f"http://{host}:{web.port}{r.target}")
+            for host in web.log.counts_by_host() for r in web.log.records(host)
+            if r.path != "/robots.txt"}
+
+
+async def _rows_of(c: Cluster, wanted: list[str]) -> str:
+    """The stored rows of ``wanted`` URLs, and their hosts' rows."""
+    from common.runtime import make_store
+
+    store = make_store(c.settings)
+    await store.open()
+    try:
+        lines = []
+        for url in wanted:
+            host = urls.host_key(url)
+            lines.append(f"{url}: {await store.get_url(host, url)!r}")
+            lines.append(f"  due: {[r.url for r in await store.due_urls(host, 1e12, 50)]}")
+        return "\n".join(lines)
+    finally:
+        await store.close()
+
+
 def _text_records(warc: Path) -> tuple[set[str], set[str], Counter[str]]:
     """Record ids of the page responses (status 200, HTML) and of the revisit records
     (a page fetched again is parsed from its revisit record), and how many conversion
@@ -212,7 +254,14 @@ async def _crawl_through_outage(tmp_path: Path, servers: Servers, victim: str,
                 await asyncio.sleep(DOWN_SECONDS)
                 await asyncio.to_thread(servers.run, "start", victim)
                 back = time.monotonic()
-                stats = await c.wait_done(300)
+                try:
+                    stats = await c.wait_done(300)
+                except AssertionError as exc:
+                    raise AssertionError(f"{exc}\n{await _unfinished(c)}") from None
+                lost = sorted(expected - _fetched_urls(web))
+                if lost:
+                    print(f"\nnot fetched, as the store has them:\n"
+                          f"{await _rows_of(c, lost[:20])}")
                 await asyncio.sleep(3)  # a readiness poll or more after the crawl ended
                 not_ready = readiness.not_ready_between(killed, back + 30)
                 ready_again = readiness.ready_after(back)
