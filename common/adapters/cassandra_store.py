@@ -922,8 +922,16 @@ class CassandraStateStore:
         return found
 
     async def _apply(self, changes: dict[str, list[tuple[_Old | None, UrlState]]]) -> None:
-        """Write each host's changes: its chunks in order, hosts concurrently."""
-        await asyncio.gather(*(self._apply_host(host, items) for host, items in changes.items()))
+        """Write each host's changes: its chunks in order, hosts concurrently. Returns
+        (or raises the first failure) only once every host's write has ended: the
+        caller's host locks are held until then, so no other call reads a host's counts
+        while a write of them is still on its way (which would lose one of the two)."""
+        results = await asyncio.gather(
+            *(self._apply_host(host, items) for host, items in changes.items()),
+            return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def _apply_host(self, host: str, items: list[tuple[_Old | None, UrlState]], *,
                           host_row: HostState | None = None) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from cassandra.query import BatchStatement
 
 from common.adapters.cassandra_store import (
     STATUS_BUCKETS,
@@ -451,6 +452,39 @@ async def test_the_rows_of_a_failed_write_are_read_again(settings: StoreSettings
         sent.take()
         assert await store.get_url(added.host, added.url) == added
         assert sent.take() == ["read"]
+
+
+async def test_a_failed_write_of_one_host_returns_after_the_others_ended(
+        settings: StoreSettings) -> None:
+    """A call that writes several hosts raises only once every host's write has ended:
+    its host locks are held until then, so the next call of a host whose write was
+    still on its way cannot read that host's counts before the write lands (and lose an
+    update: a queued count that stays 1 with nothing queued, a crawl that never ends)."""
+    async with CassandraStateStore(settings, row_cache=100) as store:
+        real = store._send
+        batches = 0
+        landed = asyncio.Event()
+
+        async def one_fails_one_is_slow(statement: Any, *args: Any, **kwargs: Any) -> Any:
+            nonlocal batches
+            if not isinstance(statement, BatchStatement):
+                return await real(statement, *args, **kwargs)
+            batches += 1
+            if batches == 1:
+                raise OSError("write timed out")
+            await asyncio.sleep(0.5)
+            result = await real(statement, *args, **kwargs)
+            landed.set()
+            return result
+
+        store._send = one_fails_one_is_slow  # type: ignore[method-assign]
+        with pytest.raises(OSError, match="write timed out"):
+            await store.add_urls([row("fail.example", "/"), row("slow.example", "/")])
+        assert landed.is_set(), "the call raised while another host's write was on its way"
+        store._send = real  # type: ignore[method-assign]
+        await store.add_urls([row("slow.example", "/2"), row("fail.example", "/")])
+        counts = await store.count_urls()
+        assert counts == {("queued", ""): 3}, counts
 
 
 async def test_content_records_need_no_paxos_and_the_earliest_wins(

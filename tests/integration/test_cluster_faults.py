@@ -42,17 +42,7 @@ from tests.conftest import unavailable
 from tests.integration.cluster import Cluster, cluster, crawl_env
 from tests.warc_checks import warcio_check
 
-pytestmark = [
-    pytest.mark.integration,
-    # Opt-in until reliable. Kafka: 37 and 38 of 2,000 pages fetched twice before a
-    # fetcher waited for a running first delivery of a task; passed since. Cassandra: 1
-    # URL missing before the frontier's outage-retry fix, then once 4 URLs of 3 hosts
-    # never due again (the hosts timed, nothing dispatched for minutes). About 2 minutes
-    # each.
-    pytest.mark.skipif(os.environ.get("CRAWLER_TEST_OUTAGES") != "1",
-                       reason="outage tests are opt-in until they are reliable: "
-                       "run them with CRAWLER_TEST_OUTAGES=1"),
-]
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 DELAY = 0.2
