@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import re
@@ -142,6 +143,10 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 STATUS_BUCKETS = 16  # url_counts partitions per status, fixed when a keyspace is created
+# Seconds after a failed url write of a host (and after the store's last outage) before
+# its counts are checked against its rows: longer than a request the client gave up on
+# can take to land, and than a restarted node takes to replay its batch log.
+REPAIR_AFTER = 60.0
 BATCH_ROWS = 32  # url_state rows per logged batch at most (with their derived entries)
 BATCH_BYTES = 4096  # estimated data per logged batch at most
 _ROW_BYTES = 320  # estimated data of one new row and its entries, besides its text
@@ -445,7 +450,7 @@ class CassandraStateStore:
     def __init__(self, settings: StoreSettings, *, connect_timeout: float = 10.0,
                  request_timeout: float = 30.0, max_concurrency: int = 128,
                  on_statement: Callable[[str, int], None] | None = None,
-                 row_cache: int = 0) -> None:
+                 row_cache: int = 0, repair_after: float = REPAIR_AFTER) -> None:
         keyspace = settings.keyspace.strip()
         if not _KEYSPACE_RE.fullmatch(keyspace):
             raise ValueError(f"CRAWLER_STORE_KEYSPACE: {settings.keyspace!r} is not a valid "
@@ -470,6 +475,13 @@ class CassandraStateStore:
         self._on_statement = on_statement
         self._kinds: dict[int, str] = {}
         self._cache = _RowCache(row_cache) if row_cache > 0 else None
+        # hosts whose url write failed (monotonic time of the last failure), and the
+        # tasks that count their rows again once a late landing of it is no longer
+        # possible (see _repair_counts)
+        self._repair_after = repair_after
+        self._suspect: dict[str, float] = {}
+        self._trouble = 0.0  # monotonic time the store last failed a request for an outage
+        self._repairs: dict[str, asyncio.Task[None]] = {}
 
     @property
     def contact_points(self) -> str:
@@ -620,6 +632,8 @@ class CassandraStateStore:
             "put_url": (insert("url_state", url_cols), self._write),
             "get_url": (f"SELECT {_URLS.select} FROM {ks}.url_state "
                         "WHERE host = ? AND url = ?", self._read),
+            "host_statuses": (f"SELECT status, reason FROM {ks}.url_state WHERE host = ?",
+                              self._rmw),
             "get_urls": (f"SELECT {_URLS.select} FROM {ks}.url_state "
                          "WHERE host = ? AND url IN ?", self._read),
             "old_urls": (f"SELECT {old} FROM {ks}.url_state WHERE host = ? AND url IN ?",
@@ -676,15 +690,28 @@ class CassandraStateStore:
 
     async def close(self) -> None:
         """Disconnect. Calling it twice is harmless."""
+        repairs = list(self._repairs.values())
+        self._repairs.clear()
+        for task in repairs:
+            task.cancel()
+        for task in repairs:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         cluster, self._cluster, self._session = self._cluster, None, None
         self._slots = None
         if cluster is not None:
             await asyncio.to_thread(cluster.shutdown)
 
     def forget_cached(self) -> None:
-        """Drop the rows kept in memory (see ``row_cache``): the caller's hosts changed."""
+        """Drop the rows kept in memory (see ``row_cache``): the caller's hosts changed.
+        Repairs of counts still to come are dropped too: the hosts may have another
+        writer now."""
         if self._cache is not None:
             self._cache.clear()
+        self._suspect.clear()
+        for task in self._repairs.values():
+            task.cancel()
+        self._repairs.clear()
 
     async def truncate(self) -> None:
         """Empty every table of the keyspace and keep the schema (tests; a crawl anew)."""
@@ -745,6 +772,7 @@ class CassandraStateStore:
             except Exception as exc:
                 if dependency_down(exc) == STORE:
                     DEPENDENCIES.down(STORE, describe(exc))  # /readyz: not ready
+                    self._trouble = time.monotonic()
                 raise
             if DEPENDENCIES.is_down(STORE):
                 DEPENDENCIES.up(STORE)  # a request succeeded: Cassandra is back
@@ -941,7 +969,73 @@ class CassandraStateStore:
         except BaseException:
             if self._cache is not None:  # applied or not: read it back next time
                 self._cache.forget(host)
+            self._suspect_counts(host)
             raise
+
+    def _suspect_counts(self, host: str) -> None:
+        """A write of ``host`` failed: it may still land later (a request the client
+        gave up on, a logged batch replayed from the batch log after a restart), after
+        a later write that read the counts without it, which then disagree with the
+        rows. Count the host's rows again once that can no longer happen."""
+        self._suspect[host] = time.monotonic()
+        if host not in self._repairs and self._session is not None:
+            task = asyncio.get_running_loop().create_task(self._repair_counts(host),
+                                                          name=f"repair-counts:{host}")
+            self._repairs[host] = task
+            task.add_done_callback(functools.partial(self._repair_done, host))
+
+    def _repair_done(self, host: str, task: asyncio.Task[None]) -> None:
+        if self._repairs.get(host) is task:
+            del self._repairs[host]
+
+    async def _repair_counts(self, host: str) -> None:
+        """Wait until ``repair_after`` seconds have passed since the host's last failed
+        write, then, under the host's lock, count its rows by (status, reason) and write
+        the counts that differ. Tried again later while the store is down."""
+        while True:
+            since = self._suspect.get(host)
+            if since is None:
+                return
+            # a node that was down replays its batch log some time after it is back
+            wait = max(since, self._trouble) + self._repair_after - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            try:
+                async with self._locked([host]):
+                    if self._suspect.get(host) != since:
+                        continue  # failed again meanwhile: wait from that failure
+                    fixed = await self._recount(host)
+                    del self._suspect[host]
+                if fixed:
+                    log.warning("counts of %s did not match its rows after a failed write; "
+                                "repaired: %s", host, fixed)
+                return
+            except Exception as exc:
+                log.info("recounting %s failed (%r); trying again later", host, exc)
+                self._suspect[host] = time.monotonic()
+
+    async def _recount(self, host: str) -> dict[tuple[str, str], tuple[int, int]]:
+        """Count ``host``'s rows and write the counts that were wrong; returns them as
+        (status, reason) -> (was, is). The caller holds the host's lock."""
+        actual: Counter[tuple[str, str]] = Counter()
+        async with contextlib.aclosing(self._pages("host_statuses", (host,))) as pages:
+            async for page in pages:
+                for status, reason in page:
+                    actual[(status, reason or "")] += 1
+        bucket = self.bucket(host)
+        stored = await self._host_counts(host, bucket, _STATUSES)
+        wrong = {key: (stored.get(key, 0), actual.get(key, 0))
+                 for key in set(stored) | set(actual)
+                 if stored.get(key, 0) != actual.get(key, 0)}
+        if wrong:
+            batch = self._batch()
+            for (status, reason), (_, n) in sorted(wrong.items()):
+                batch.add(self._ps["counts_put"], (status, bucket, host, reason, n))
+            await self._send(batch)
+        if self._cache is not None:
+            self._cache.set_counts(host, _STATUSES, actual)
+        return wrong
 
     async def _write_host(self, host: str, items: list[tuple[_Old | None, UrlState]],
                           host_row: HostState | None) -> None:

@@ -482,9 +482,51 @@ async def test_a_failed_write_of_one_host_returns_after_the_others_ended(
             await store.add_urls([row("fail.example", "/"), row("slow.example", "/")])
         assert landed.is_set(), "the call raised while another host's write was on its way"
         store._send = real  # type: ignore[method-assign]
-        await store.add_urls([row("slow.example", "/2"), row("fail.example", "/")])
+        # either host's batch may have been the one that failed: add both again
+        await store.add_urls([row("slow.example", "/"), row("slow.example", "/2"),
+                              row("fail.example", "/")])
         counts = await store.count_urls()
         assert counts == {("queued", ""): 3}, counts
+
+
+async def test_counts_are_checked_against_the_rows_after_a_failed_write(
+        settings: StoreSettings, session: Any) -> None:
+    """A failed write may land later than a write that read the counts without it (a
+    request the client gave up on, a batch replayed from the batch log after a
+    restart): the host's counts are then counted again from its rows."""
+    async with CassandraStateStore(settings, row_cache=100, repair_after=0.3) as store:
+        await store.add_urls([row("r.example", "/1"), row("r.example", "/2")])
+        # what a late landing leaves: counts that disagree with the rows
+        await cql(session, f"UPDATE {settings.keyspace}.url_counts SET n = 5 WHERE "
+                  "status = 'queued' AND bucket = %s AND host = 'r.example' AND reason = ''",
+                  (store.bucket("r.example"),))
+        await cql(session, f"UPDATE {settings.keyspace}.url_counts SET n = 1 WHERE "
+                  "status = 'fetched' AND bucket = %s AND host = 'r.example' "
+                  "AND reason = ''", (store.bucket("r.example"),))
+        assert (await store.count_urls())[("queued", "")] == 5
+        real = store._send
+
+        async def refuse(statement: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(statement, BatchStatement):
+                raise OSError("write timed out")
+            return await real(statement, *args, **kwargs)
+
+        store._send = refuse  # type: ignore[method-assign]
+        [first] = await store.due_urls("r.example", now=1e12, limit=1)
+        with pytest.raises(OSError, match="write timed out"):
+            await store.put_url(msgspec.structs.replace(first, status=UrlStatus.IN_FLIGHT))
+        store._send = real  # type: ignore[method-assign]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            counts = {k: n for k, n in (await store.count_urls()).items() if n}
+            if counts == {("queued", ""): 2}:
+                break
+            await asyncio.sleep(0.2)
+        assert counts == {("queued", ""): 2}, counts
+        # and the writer's own memory of the counts is the repaired one
+        await store.put_url(msgspec.structs.replace(first, status=UrlStatus.DONE))
+        counts = {k: n for k, n in (await store.count_urls()).items() if n}
+        assert counts == {("queued", ""): 1, ("done", ""): 1}, counts
 
 
 async def test_content_records_need_no_paxos_and_the_earliest_wins(
