@@ -388,7 +388,8 @@ class Frontier:
                                           or delivery.attempt > 1)
             elif isinstance(msg, FetchResult):
                 async with self._hosts.hold(msg.task.host):
-                    await self._on_result(msg)
+                    await self._on_result(msg, retry=delivery.calls > 1
+                                          or delivery.attempt > 1)
             elif isinstance(msg, StatusUpdate):
                 async with self._hosts.hold(msg.host):
                     await self._on_status(msg)
@@ -499,9 +500,14 @@ class Frontier:
                 continue
         await self.seed_roots.add(roots)
 
-    async def _on_result(self, result: FetchResult) -> None:
+    async def _on_result(self, result: FetchResult, *, retry: bool = False) -> None:
         task = result.task
         slot = self._slots.get(task.host)
+        if retry and slot is not None:
+            # the failed attempt's write may have been applied although it reported a
+            # failure (the URL's row then shows it as a stale result): the host's row
+            # as stored, not as remembered, so its page count is not written back short
+            slot.state = await self.store.get_host(task.host) or slot.state
         if slot is not None and task.task_id in slot.tasks:
             # our own request is over, whatever the row says now
             slot.tasks.discard(task.task_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from common.adapters.memory_bus import MemoryBus
 from common.adapters.sqlite_store import SqliteStateStore
-from common.messages import Discovered, FetchTask, Link, Topic
+from common.messages import Discovered, FetchOutcome, FetchResult, FetchTask, Link, Topic
 from common.ports import Delivery, HostState, UrlState
 from common.settings import Settings
 from frontier.service import Frontier
@@ -32,6 +33,13 @@ class FlakyStore(SqliteStateStore):
         self.fail_get_host: dict[str, int] = {}  # host: its get_host call that raises
         self.get_host_calls: dict[str, int] = {}
         self.hang_due_urls = 0  # this many due_urls calls never answer
+        self.fail_after_put_url_and_host = False  # applies the write, then raises
+
+    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+        await super().put_url_and_host(row, host)
+        if self.fail_after_put_url_and_host:
+            self.fail_after_put_url_and_host = False
+            raise TimeoutError("write timed out (it was applied)")
 
     async def due_urls(self, host: str, now: float, limit: int) -> list[UrlState]:
         if self.hang_due_urls:
@@ -129,6 +137,34 @@ async def test_a_discovered_message_retried_after_scheduling_failed_wakes_the_ho
     await _retry(frontier, _discovered("a.test", ["/1", "/2"]), outage=outage)
     got = await _dispatched(frontier, bus, 1)
     assert [t.url for t in got] == ["http://a.test/1"], frontier.describe()
+
+
+# ------------------------------------------------------------------ result retries
+
+
+@pytest.mark.parametrize("outage", [False, True])
+async def test_a_result_retried_after_its_write_was_applied_counts_the_page_once(
+        store: FlakyStore, outage: bool) -> None:
+    """The write of a result reported a failure but was applied: the retry finds the
+    URL done (a stale result) and must not keep the host's page count it remembered,
+    or the next result writes the count back one short."""
+    bus = MemoryBus()
+    settings = Settings().replace(politeness={"default_delay": 0.0,
+                                              "max_in_flight_per_host": 2})
+    frontier = Frontier(settings, bus, store, embedded=False)
+    await frontier.handle(_discovered("a.test", ["/1", "/2"]))
+    first, second = await _dispatched(frontier, bus, 2)
+    store.fail_after_put_url_and_host = True
+    await _retry(frontier, _result(first), outage=outage)
+    await frontier.handle(_result(second))
+    host = await store.get_host("a.test")
+    assert host is not None and host.page_count == 2, host
+
+
+def _result(task: FetchTask) -> Delivery:
+    result = FetchResult(task=task, outcome=FetchOutcome.NOT_MODIFIED, status=304,
+                         fetched_at=time.time())
+    return Delivery(topic=Topic.FETCHED, key=task.host, message=result)
 
 
 # ------------------------------------------------------------------ the watchdog
