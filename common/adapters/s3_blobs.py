@@ -343,10 +343,20 @@ class S3BlobStore:
             self._cond.notify_all()
 
     def _bucket_keys(self, start: str) -> list[str]:
+        """Keys that begin with ``start`` (a listing's prefix is a whole path segment,
+        so this lists from ``start`` on, in key order, and stops past it)."""
         import obstore
 
-        return [meta["path"] for batch in obstore.list(self.bucket, prefix=start)
-                for meta in batch]
+        keys: list[str] = []
+        for batch in obstore.list(self.bucket, offset=start, chunk_size=1000):
+            for meta in batch:
+                key = meta["path"]
+                if key <= start:
+                    continue  # a server that does not honour the offset
+                if not key.startswith(start):
+                    return keys
+                keys.append(key)
+        return keys
 
     def _leftovers(self) -> list[str]:
         """Files in the spool no live process is writing (their lock is free)."""

@@ -981,10 +981,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="scripts/servers", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("install", "start", "stop", "status", "env"))
-    parser.add_argument("which", nargs="*", default=["all"],
-                        choices=("kafka", "cassandra", "s3", "all"),
+    parser.add_argument("which", nargs="*", metavar="kafka|cassandra|s3|all",
                         help="the servers (default: all)")
     args = parser.parse_args(argv)
+    unknown = [name for name in args.which if name not in ("kafka", "cassandra", "s3", "all")]
+    if unknown:
+        parser.error(f"unknown server {unknown[0]!r}: choose kafka, cassandra, s3 or all")
     try:
         servers = pick(args.which)
         if args.command == "install":

@@ -60,7 +60,7 @@ async def test_embedded_crawl_writes_to_the_bucket(s3: S3Server, tmp_path: Path,
             if rec.rec_type == "response":
                 responses[rec.rec_headers.get_header("WARC-Target-URI")] = (
                     rec.content_stream().read())
-    assert len(responses) == 13
+    assert len(responses) == 14  # the 13 pages and robots.txt
 
     pages = [json.loads(line) for line in
              object_bytes(config, "pages.jsonl").decode().splitlines() if line]
