@@ -172,6 +172,13 @@ def check_bucket(bucket: S3Store, config: S3Config) -> None:
         raise S3ConfigError(f"{where}: not usable: {_first_line(exc)}") from None
 
 
+def _age(path: str) -> float:
+    try:
+        return time.time() - os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
 def _first_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:300] + "..."
@@ -220,7 +227,11 @@ class S3BlobStore:
         self.bucket = bucket if bucket is not None else open_bucket(config)
         check_bucket(self.bucket, config)
         # this writer's objects, so a new file never takes the name of an uploaded one
-        self._shipped = self._bucket_keys(f"{prefix}-{writer_id}-")
+        try:
+            self._shipped = self._bucket_keys(f"{prefix}-{writer_id}-")
+        except Exception as exc:
+            raise S3ConfigError(f"listing bucket {config.bucket!r} (CRAWLER_BLOB_S3_*): "
+                                f"{_first_line(exc)}") from None
         self._cond = threading.Condition()
         self._uploads = _Uploads()
         self._stopping = False
@@ -366,7 +377,9 @@ class S3BlobStore:
                 return []
             found = []
             for entry in os.scandir(self.root):
-                if not pattern.fullmatch(entry.name):
+                stale_temp = (entry.name.startswith(".") and entry.name.endswith(".new")
+                              and _age(entry.path) > 60)  # not one being made right now
+                if not (stale_temp or pattern.fullmatch(entry.name)):
                     continue
                 try:
                     fd = os.open(entry.path, os.O_RDONLY)
@@ -378,7 +391,10 @@ class S3BlobStore:
                     continue  # a live writer has it
                 finally:
                     os.close(fd)
-                found.append(entry.name)
+                if stale_temp:  # made by a writer that died before it named the file
+                    Path(entry.path).unlink(missing_ok=True)
+                else:
+                    found.append(entry.name)
             return sorted(found)
 
     def _side_files(self) -> list[str]:

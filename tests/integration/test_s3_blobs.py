@@ -178,6 +178,11 @@ def test_a_restart_uploads_what_a_killed_process_left(s3: S3Server, tmp_path: Pa
     left = _spool_files(spool)
     assert left == ["crawl-crashing-warc-00000.warc.gz"]
     assert object_keys(config) == []
+    stale = spool / ".crawl-crashing-warc-00001.warc.gz.1.2.new"  # died while making it
+    fresh = spool / ".crawl-other-warc-00000.warc.gz.3.4.new"  # being made right now
+    stale.write_bytes(b"")
+    fresh.write_bytes(b"")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
     # a new process (another writer id) on the same spool ships it
     store = S3BlobStore(str(spool), config, writer_id="restarted")
     try:
@@ -185,6 +190,7 @@ def test_a_restart_uploads_what_a_killed_process_left(s3: S3Server, tmp_path: Pa
     finally:
         store.close()
     assert _spool_files(spool) == []
+    assert not stale.exists() and fresh.exists()
     body = object_bytes(config, left[0])
     assert body == b"".join(b"record %04d" % i for i in range(50))
     assert object_bytes(config, "index.cdxj").decode().splitlines() == [
