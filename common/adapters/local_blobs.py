@@ -158,10 +158,11 @@ class LocalBlobStore:
         start = f"{self.prefix}-{self.writer_id}-{stream}-"
         pattern = re.compile(re.escape(start) + r"(\d{5,})" + re.escape(SUFFIX))
         found = []
-        for entry in os.scandir(self.root):
-            m = pattern.fullmatch(entry.name)
-            if m:
-                found.append((int(m.group(1)), entry.name))
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                m = pattern.fullmatch(entry.name)
+                if m:
+                    found.append((int(m.group(1)), entry.name))
         return sorted(found)
 
     def _highest_elsewhere(self, stream: str) -> int | None:

@@ -376,7 +376,9 @@ class S3BlobStore:
             if not mine:  # another store is starting on this spool and does it
                 return []
             found = []
-            for entry in os.scandir(self.root):
+            with os.scandir(self.root) as scan:
+                entries = list(scan)
+            for entry in entries:
                 stale_temp = (entry.name.startswith(".") and entry.name.endswith(".new")
                               and _age(entry.path) > 60)  # not one being made right now
                 if not (stale_temp or pattern.fullmatch(entry.name)):
