@@ -21,7 +21,8 @@ Environment:
       resident at least), CASSANDRA_JMX_PORT (unset: no JMX; set: local-only JMX there)
   KAFKA_BOOTSTRAP, CASSANDRA_HOSTS: existing servers to use; ``start`` then leaves that
       server alone and only checks that it answers
-  S3_PORT (8333), S3_MASTER_PORT (9333), S3_VOLUME_PORT (9340), S3_FILER_PORT (8888):
+  S3_PORT (8333), S3_MASTER_PORT (9333), S3_VOLUME_PORT (9340), S3_FILER_PORT (8888),
+      S3_ADMIN_PORT (12535):
       SeaweedFS's ports (each also uses its port + 10000 for gRPC); S3_BUCKET (crawl),
       S3_ACCESS_KEY, S3_SECRET_KEY: its bucket and its one identity's keys
   S3_ENDPOINT: an existing S3-compatible server to use instead (http://host:port)
@@ -793,6 +794,7 @@ class S3(Server):
         self.master_port = env_port("S3_MASTER_PORT", 9333)
         self.volume_port = env_port("S3_VOLUME_PORT", 9340)
         self.filer_port = env_port("S3_FILER_PORT", 8888)
+        self.admin_port = env_port("S3_ADMIN_PORT", 12535)  # its admin server and workers
         self.bucket = env_str("S3_BUCKET", S3_BUCKET)
         self.access_key = env_str("S3_ACCESS_KEY", S3_ACCESS_KEY)
         self.secret_key = env_str("S3_SECRET_KEY", S3_SECRET_KEY)
@@ -811,7 +813,7 @@ class S3(Server):
 
     def ports(self) -> str:
         return " ".join(str(p) for p in (self.port, self.master_port, self.volume_port,
-                                         self.filer_port))
+                                         self.filer_port, self.admin_port))
 
     def installed(self) -> bool:
         return self.binary.exists()
@@ -873,7 +875,8 @@ class S3(Server):
     def command(self) -> list[str]:
         for port, what in ((self.master_port, "S3_MASTER_PORT"),
                            (self.volume_port, "S3_VOLUME_PORT"),
-                           (self.filer_port, "S3_FILER_PORT")):
+                           (self.filer_port, "S3_FILER_PORT"),
+                           (self.admin_port, "S3_ADMIN_PORT")):
             for taken in (port, port + 10000):  # http and gRPC
                 if port_open(LOCALHOST, taken):
                     raise ServerError(f"s3: port {taken} is taken; set {what}")
@@ -887,7 +890,9 @@ class S3(Server):
                 f"-filer.port.grpc={self.filer_port + 10000}",
                 f"-s3.port={self.port}", f"-s3.port.grpc={self.port + 10000}",
                 "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false",
-                "-admin.ui=false", "-master.telemetry=false",
+                "-admin.ui=false", f"-admin.port={self.admin_port}",
+                f"-admin.port.grpc={self.admin_port + 10000}", "-admin.port.legacy=0",
+                "-master.telemetry=false",
                 "-master.volumeSizeLimitMB=64", "-volume.max=20",
                 f"-s3.config={self.s3_config()}", f"-bucket={self.bucket}"]
 

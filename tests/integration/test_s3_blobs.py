@@ -274,11 +274,11 @@ def own_s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         from tests.conftest import unavailable
 
         unavailable("SeaweedFS is not built (scripts/servers install s3)")
-    base = _free_port_block(4)
+    base = _free_port_block(5)
     env = {k: v for k, v in os.environ.items() if k != "S3_ENDPOINT"}
     env.update({"SERVERS_VAR": str(tmp_path / "servers"), "S3_PORT": str(base),
                 "S3_MASTER_PORT": str(base + 1), "S3_VOLUME_PORT": str(base + 2),
-                "S3_FILER_PORT": str(base + 3)})
+                "S3_FILER_PORT": str(base + 3), "S3_ADMIN_PORT": str(base + 4)})
     run(env, "start", "s3")
     server = S3Server(endpoint=f"http://127.0.0.1:{base}", bucket=servers.S3_BUCKET,
                       access_key=servers.S3_ACCESS_KEY, secret_key=servers.S3_SECRET_KEY)
