@@ -111,7 +111,8 @@ def s3_config(settings: Settings) -> S3Config:
                     region=b.s3_region, key_prefix=b.s3_prefix.strip("/"),
                     path_style=b.s3_path_style, credentials_file=b.s3_credentials_file,
                     profile=b.s3_profile, multipart_bytes=b.s3_multipart_bytes,
-                    part_bytes=b.s3_part_bytes, upload_wait=b.s3_upload_wait)
+                    part_bytes=b.s3_part_bytes, upload_wait=b.s3_upload_wait,
+                    keep_uploaded=b.s3_keep_uploaded)
 
 
 async def run_service(name: str, tasks: Sequence[Awaitable[None]],

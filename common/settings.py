@@ -269,6 +269,9 @@ class BlobSettings:
                                  "in parts (multipart upload).", minimum=5 * 1024 * 1024)
     s3_part_bytes: int = _f(16 * 1024 * 1024, "Size of one part of a multipart upload.",
                             minimum=5 * 1024 * 1024, maximum=5 * 1024 * 1024 * 1024)
+    s3_keep_uploaded: float = _f(60.0, "Seconds an uploaded file stays in the spool before "
+                                 "it is deleted (at most until the process stops), so "
+                                 "reading back a recent record stays local.", minimum=0)
     s3_upload_wait: float = _f(300.0, "Seconds a stopping process waits for its pending "
                                "uploads; what is left stays in the spool and is uploaded "
                                "by the next process that starts on it.", minimum=0)

@@ -7,7 +7,9 @@ writes them, into a local folder (the *spool*); the bucket gets whole files:
   new header, or the store closes), as one object named ``{key_prefix}/{key}`` (the
   same key its pointers name); a file larger than ``multipart_bytes`` goes up as a
   multipart upload. Only once the bucket has acknowledged the whole object is the
-  spool copy deleted.
+  spool copy deleted, ``keep_uploaded`` seconds later (at close at the latest), so the
+  read-back of a recent record (a parse follows its fetch) stays local, even while the
+  server is away.
 - Side files (the CDXJ index, page records, dead letters) stay in the spool, where
   lines keep being appended; a copy of the whole file (a snapshot) is uploaded when a
   file of the store rolls over, when the store closes and when a store starts on the
@@ -84,6 +86,7 @@ class S3Config:
     multipart_bytes: int = 64 * 1024 * 1024
     part_bytes: int = 16 * 1024 * 1024
     upload_wait: float = 300.0  # seconds close() waits for pending uploads
+    keep_uploaded: float = 60.0  # seconds an uploaded file stays in the spool
     request_timeout: float = 30.0
 
 
@@ -206,6 +209,7 @@ class _Uploads:
 
     files: deque[str] = field(default_factory=deque)
     sides: set[str] = field(default_factory=set)
+    uploaded: deque[tuple[float, str]] = field(default_factory=deque)  # (until, key)
     busy: bool = False
     failures: int = 0
     last_error: str | None = None
@@ -310,6 +314,8 @@ class S3BlobStore:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join(timeout=self.config.request_timeout + 5)
+        with self._cond:
+            self._expire(everything=True)
         if left:
             log.error("%d upload(s) not done within %.0f s (last error: %s); they stay "
                       "in the spool %s and are uploaded by the next start on it",
@@ -408,14 +414,26 @@ class S3BlobStore:
                 out.append(Path(dirpath, name).relative_to(self.root).as_posix())
         return out
 
+    def _expire(self, *, everything: bool = False) -> None:
+        """Delete uploaded files whose time in the spool is over (with the lock held)."""
+        now = time.monotonic()
+        kept = self._uploads.uploaded
+        while kept and (everything or kept[0][0] <= now):
+            (self.root / kept.popleft()[1]).unlink(missing_ok=True)
+
     def _run(self) -> None:
         delay = 0.5
         while True:
             with self._cond:
-                while not self._uploads.pending() and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
-                    return
+                while True:
+                    self._expire()
+                    if self._stopping:
+                        return
+                    if self._uploads.pending():
+                        break
+                    kept = self._uploads.uploaded
+                    self._cond.wait(max(0.05, kept[0][0] - time.monotonic()) if kept
+                                    else None)
                 kind, name = (("file", self._uploads.files[0]) if self._uploads.files
                               else ("side", sorted(self._uploads.sides)[0]))
                 if kind == "side":
@@ -460,8 +478,13 @@ class S3BlobStore:
         except FileNotFoundError:
             return  # another process uploaded it and removed it
         self._put(key, path, size)
-        path.unlink(missing_ok=True)
         log.info("uploaded %s (%d bytes)", key, size)
+        if self.config.keep_uploaded <= 0:
+            path.unlink(missing_ok=True)
+            return
+        with self._cond:  # kept a while: reads of recent records stay local
+            self._uploads.uploaded.append((time.monotonic() + self.config.keep_uploaded,
+                                           key))
 
     def _upload_side(self, name: str) -> None:
         path = self.root / name

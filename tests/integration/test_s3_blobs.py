@@ -82,7 +82,7 @@ def test_round_trip_spool_then_bucket(s3: S3Server, tmp_path: Path) -> None:
 
 
 def test_rolled_file_is_uploaded_and_leaves_the_spool(s3: S3Server, tmp_path: Path) -> None:
-    config = s3.config()
+    config = s3.config(keep_uploaded=0.0)
     spool = tmp_path / "spool"
     store = S3BlobStore(str(spool), config, writer_id="w1", max_bytes=1000)
     try:
@@ -99,6 +99,26 @@ def test_rolled_file_is_uploaded_and_leaves_the_spool(s3: S3Server, tmp_path: Pa
     finally:
         store.close()
     assert object_keys(config) == sorted([first.file, second.file])
+
+
+def test_an_uploaded_file_stays_in_the_spool_a_while(s3: S3Server, tmp_path: Path) -> None:
+    config = s3.config(keep_uploaded=2.0)
+    spool = tmp_path / "spool"
+    store = S3BlobStore(str(spool), config, writer_id="w1", max_bytes=1000)
+    try:
+        first = store.append("warc", b"x" * 900)
+        second = store.append("warc", b"y" * 900)  # rolls over
+        assert store.wait_uploaded(30) == 0
+        assert object_keys(config) == [first.file]
+        assert _spool_files(spool) == sorted([first.file, second.file])  # kept
+        deadline = time.monotonic() + 10
+        while first.file in _spool_files(spool) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _spool_files(spool) == [second.file]  # then deleted
+        assert store.read(first) == b"x" * 900
+    finally:
+        store.close()
+    assert _spool_files(spool) == []
 
 
 def test_large_file_goes_up_in_parts(s3: S3Server, tmp_path: Path) -> None:
@@ -320,6 +340,8 @@ def test_server_down_for_20_s_loses_nothing(own_s3: tuple[S3Server, dict[str, st
         assert store.pending_uploads() > 0  # rolled files wait in the spool
         assert store.upload_failures() > 0
         assert [store.read(p) for p in pointers[-10:]] == data[-10:]  # from the spool
+        # files uploaded before the outage are still kept in the spool: readable too
+        assert [store.read(p) for p in pointers[:20]] == data[:20]
         run(env, "start", "s3")
         assert store.wait_uploaded(120) == 0
     finally:
