@@ -24,7 +24,7 @@ COPY parser ./parser
 COPY dedup ./dedup
 COPY crawler ./crawler
 COPY simweb ./simweb
-RUN /opt/crawler/bin/pip install ".[cluster]" \
+RUN /opt/crawler/bin/pip install ".[cluster,s3]" \
     && /opt/crawler/bin/crawler settings > /dev/null
 
 # --- runtime: the virtual environment only, run as an unprivileged user -------------

@@ -424,7 +424,8 @@ class Bench:
                 and _answers(os.environ.get("CRAWLER_STORE_CASSANDRA_HOSTS", "127.0.0.1")
                              + ":" + os.environ.get("CRAWLER_STORE_CASSANDRA_PORT", "9042"))):
             self.log("Kafka or Cassandra does not answer; starting them (scripts/servers)")
-            done = subprocess.run([str(REPO / "scripts" / "servers"), "start", "all"],
+            done = subprocess.run([str(REPO / "scripts" / "servers"), "start",
+                                   "kafka", "cassandra"],
                                   cwd=REPO)
             if done.returncode != 0:
                 return "Kafka and Cassandra could not be started (scripts/servers start)"
@@ -583,7 +584,8 @@ class Bench:
         finally:
             self.stop_servers()
             if self.started_servers:
-                subprocess.run([str(REPO / "scripts" / "servers"), "stop", "all"], cwd=REPO)
+                subprocess.run([str(REPO / "scripts" / "servers"), "stop", "kafka",
+                                "cassandra"], cwd=REPO)
         self.results["wall_seconds"] = time.monotonic() - self.started
         self.checkpoint()
         if self.cfg.report_path:

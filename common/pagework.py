@@ -200,7 +200,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
 
 def worker_main(fd: int) -> int:
     """A worker process: set up from the first frame, then run jobs until the end."""
-    from common.adapters.local_blobs import LocalBlobStore
+    from common.runtime import make_blobs
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
@@ -218,8 +218,7 @@ def worker_main(fd: int) -> int:
     settings, root, writer, cdx_name, keep_recent, preload = setup
     for module in preload:  # the jobs' modules, so a first job does not pay the import
         importlib.import_module(module)
-    blobs = LocalBlobStore(root, writer_id=f"{writer}-p{os.getpid()}",
-                           prefix=settings.blob.prefix, max_bytes=settings.blob.warc_max_bytes)
+    blobs = make_blobs(settings, f"{writer}-p{os.getpid()}", root=root)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent, cdx_name=cdx_name)
     context = WorkContext(settings, blobs, archive, keep_recent=keep_recent)
     sock.sendall(_frame((None, True, os.getpid())))  # ready: job time limits start now

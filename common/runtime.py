@@ -18,7 +18,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.adapters.handling import DEPENDENCIES
 from common.adapters.local_blobs import LocalBlobStore
@@ -26,6 +26,9 @@ from common.metrics import Metrics
 from common.ports import BlobStore, Bus, StateStore
 from common.ring import HostRing
 from common.settings import Settings
+
+if TYPE_CHECKING:
+    from common.adapters.s3_blobs import S3Config
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +88,31 @@ def writer_id(role: str) -> str:
     return f"{role}-{host}-{os.getpid()}"
 
 
-def make_blobs(settings: Settings, writer: str) -> BlobStore:
-    return LocalBlobStore(str(blob_root(settings)), writer_id=writer,
-                          prefix=settings.blob.prefix, max_bytes=settings.blob.warc_max_bytes)
+def make_blobs(settings: Settings, writer: str, *, root: str | None = None) -> BlobStore:
+    """The blob store the settings name, writing in ``root`` (default: the settings'
+    folder): files in that folder (``local``) or uploaded from it to a bucket (``s3``,
+    :mod:`common.adapters.s3_blobs`; the folder is its spool)."""
+    b = settings.blob
+    folder = root if root is not None else str(blob_root(settings))
+    if b.backend == "s3":
+        from common.adapters.s3_blobs import S3BlobStore
+
+        return S3BlobStore(folder, s3_config(settings), writer_id=writer, prefix=b.prefix,
+                           max_bytes=b.warc_max_bytes)
+    return LocalBlobStore(folder, writer_id=writer, prefix=b.prefix,
+                          max_bytes=b.warc_max_bytes)
+
+
+def s3_config(settings: Settings) -> S3Config:
+    from common.adapters.s3_blobs import S3Config
+
+    b = settings.blob
+    return S3Config(bucket=b.s3_bucket, endpoint=b.s3_endpoint.rstrip("/"),
+                    region=b.s3_region, key_prefix=b.s3_prefix.strip("/"),
+                    path_style=b.s3_path_style, credentials_file=b.s3_credentials_file,
+                    profile=b.s3_profile, multipart_bytes=b.s3_multipart_bytes,
+                    part_bytes=b.s3_part_bytes, upload_wait=b.s3_upload_wait,
+                    keep_uploaded=b.s3_keep_uploaded)
 
 
 async def run_service(name: str, tasks: Sequence[Awaitable[None]],

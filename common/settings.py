@@ -245,6 +245,36 @@ class BlobSettings:
     warc_max_bytes: int = _f(1_000_000_000, "WARC files roll over past this size.",
                              minimum=1024)
     prefix: str = _f("crawl", "File name prefix of WARC files.")
+    backend: str = _f("local", "Where WARC, text and side files end up: local (the folder "
+                      "CRAWLER_BLOB_ROOT) or s3 (an S3-compatible bucket; the folder is then "
+                      "the local spool files are written to and uploaded from, and must "
+                      "survive a restart for no record to be lost).", choices=("local", "s3"))
+    s3_bucket: str = _f("", "Bucket of the s3 backend (it must exist).")
+    s3_endpoint: str = _f("", "Endpoint URL of the S3-compatible server, e.g. "
+                          "http://127.0.0.1:8333 (empty: AWS's endpoint for the region).")
+    s3_region: str = _f("us-east-1", "Region of the bucket (signing region).")
+    s3_prefix: str = _f("", "Key prefix of the objects in the bucket: objects are named "
+                        "<prefix>/<file> (empty: no prefix).")
+    s3_path_style: bool = _f(False, "Path-style addressing (<endpoint>/<bucket>/<key>), "
+                             "as most S3-compatible servers want; off: virtual-hosted "
+                             "style (<bucket>.<endpoint>).")
+    s3_credentials_file: str = _f("", "A file in the AWS shared-credentials format "
+                                  "(aws_access_key_id, aws_secret_access_key, optional "
+                                  "aws_session_token) to read the keys from, e.g. a mounted "
+                                  "secret; empty: the AWS_ACCESS_KEY_ID, "
+                                  "AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN variables.")
+    s3_profile: str = _f("", "Section of the credentials file (empty: AWS_PROFILE, else "
+                         "default).")
+    s3_multipart_bytes: int = _f(64 * 1024 * 1024, "Files larger than this are uploaded "
+                                 "in parts (multipart upload).", minimum=5 * 1024 * 1024)
+    s3_part_bytes: int = _f(16 * 1024 * 1024, "Size of one part of a multipart upload.",
+                            minimum=5 * 1024 * 1024, maximum=5 * 1024 * 1024 * 1024)
+    s3_keep_uploaded: float = _f(60.0, "Seconds an uploaded file stays in the spool before "
+                                 "it is deleted (at most until the process stops), so "
+                                 "reading back a recent record stays local.", minimum=0)
+    s3_upload_wait: float = _f(300.0, "Seconds a stopping process waits for its pending "
+                               "uploads; what is left stays in the spool and is uploaded "
+                               "by the next process that starts on it.", minimum=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +361,15 @@ class Settings:
         if self.fetcher.dns_min_ttl > self.fetcher.dns_max_ttl:
             raise SettingsError("CRAWLER_FETCHER_DNS_MIN_TTL: must not exceed "
                                 "CRAWLER_FETCHER_DNS_MAX_TTL")
+        if self.blob.backend == "s3" and not self.blob.s3_bucket:
+            raise SettingsError("CRAWLER_BLOB_S3_BUCKET: needed when CRAWLER_BLOB_BACKEND=s3")
+        if self.blob.s3_endpoint and not re.fullmatch(r"https?://[^/\s]+/?",
+                                                      self.blob.s3_endpoint):
+            raise SettingsError(f"CRAWLER_BLOB_S3_ENDPOINT: expected http://host:port or "
+                                f"https://host:port, got {self.blob.s3_endpoint!r}")
+        if self.blob.s3_part_bytes > self.blob.s3_multipart_bytes:
+            raise SettingsError("CRAWLER_BLOB_S3_PART_BYTES: must not exceed "
+                                "CRAWLER_BLOB_S3_MULTIPART_BYTES")
         _validate_structured(self)
 
     def to_env(self) -> dict[str, str]:

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from common.adapters.local_blobs import BlobError
 from common.runtime import SERVICE_EPILOG, SERVICE_HELP, blob_root, state_path
 from common.settings import Settings, SettingsError, describe
 from crawler import embedded
@@ -282,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except SettingsError as exc:
         return _fail(f"invalid setting: {exc}", 2)
+    except BlobError as exc:  # e.g. the bucket refused the credentials at start
+        return _fail(str(exc), 1)
     except OSError as exc:  # the output folder or the disk failed us mid-way
         return _fail(str(exc), 1)
     print(format_stats(stats))

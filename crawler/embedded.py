@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from common.adapters.local_blobs import LocalBlobStore
 from common.adapters.memory_bus import MemoryBus
 from common.adapters.metered import MeteredStateStore
 from common.adapters.sqlite_store import SqliteStateStore
@@ -43,7 +42,7 @@ from common.pagework import (
     WorkContext,
 )
 from common.ports import Delivery
-from common.runtime import blob_root, make_store, state_path
+from common.runtime import blob_root, make_blobs, make_store, state_path
 from common.settings import Settings
 from crawler.api import ControlApi
 from dedup.service import DedupStage
@@ -140,9 +139,7 @@ class EmbeddedCrawler:
         self.metrics = Metrics.create()  # every role; served when CRAWLER_METRICS_PORT is set
         self.store = MeteredStateStore(SqliteStateStore(state_path(settings)),
                                        self.metrics.store)
-        self.blobs = LocalBlobStore(str(blob_root(settings)), writer_id=writer_id,
-                                    prefix=settings.blob.prefix,
-                                    max_bytes=settings.blob.warc_max_bytes)
+        self.blobs = make_blobs(settings, writer_id)
         self.archive = ArchiveWriter(self.blobs, software=settings.crawl.user_agent)
         # WARC writing and parsing: in worker processes, a lane of workers for each (so
         # a slow parse never delays another page's records; a parse reads its page back

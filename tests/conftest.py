@@ -55,9 +55,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # Integration tests that need no Kafka or Cassandra (the compose test brings its own;
-# the kube tests need scripts/kube's cluster instead).
+# the kube tests need scripts/kube's cluster instead; the S3 tests need only the S3
+# server, tests/integration/s3_support.py).
 NO_SERVERS = {"test_deploy.py", "test_compose.py", "test_helm_install.py",
-              "test_kube_crawl.py"}
+              "test_kube_crawl.py", "test_s3_blobs.py", "test_s3_crawl.py"}
 
 
 def _needs_servers(item: pytest.Item) -> bool:

@@ -39,10 +39,11 @@ files, so after ``flush`` an index line never names bytes that are not on disk.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -118,7 +119,17 @@ class LocalBlobStore:
     """
 
     def __init__(self, root: str, *, writer_id: str, prefix: str = "crawl",
-                 max_bytes: int = 1_000_000_000, fsync: bool = True) -> None:
+                 max_bytes: int = 1_000_000_000, fsync: bool = True,
+                 lock_files: bool = False,
+                 on_finished: Callable[[str], None] | None = None,
+                 known_keys: Callable[[str], Iterable[str]] | None = None) -> None:
+        """Hooks for a store that ships finished files elsewhere (see
+        :mod:`common.adapters.s3_blobs`): with ``lock_files``, a file being written is
+        held under an exclusive ``flock`` from before its name appears until it is
+        finished, so another process can tell a finished file (its lock is free) from
+        one still written; ``on_finished(key)`` is called after a file is finished
+        (fsynced and closed); ``known_keys(name_prefix)`` names files already shipped
+        elsewhere, whose sequence numbers a new file of the stream must not reuse."""
         if max_bytes < 1:
             raise ValueError("max_bytes must be positive")
         self.root = Path(root)
@@ -126,6 +137,9 @@ class LocalBlobStore:
         self.prefix = _check_name("prefix", prefix)
         self.max_bytes = max_bytes
         self.fsync = fsync
+        self.lock_files = lock_files
+        self.on_finished = on_finished
+        self.known_keys = known_keys
         self._lock = threading.Lock()
         self._state = _State()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -141,14 +155,24 @@ class LocalBlobStore:
         return [key for _, key in self._existing(_check_name("stream", stream))]
 
     def _existing(self, stream: str) -> list[tuple[int, str]]:
-        pattern = re.compile(re.escape(f"{self.prefix}-{self.writer_id}-{stream}-")
-                             + r"(\d{5,})" + re.escape(SUFFIX))
+        start = f"{self.prefix}-{self.writer_id}-{stream}-"
+        pattern = re.compile(re.escape(start) + r"(\d{5,})" + re.escape(SUFFIX))
         found = []
-        for entry in os.scandir(self.root):
-            m = pattern.fullmatch(entry.name)
-            if m:
-                found.append((int(m.group(1)), entry.name))
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                m = pattern.fullmatch(entry.name)
+                if m:
+                    found.append((int(m.group(1)), entry.name))
         return sorted(found)
+
+    def _highest_elsewhere(self, stream: str) -> int | None:
+        if self.known_keys is None:
+            return None
+        start = f"{self.prefix}-{self.writer_id}-{stream}-"
+        pattern = re.compile(re.escape(start) + r"(\d{5,})" + re.escape(SUFFIX))
+        seqs = [int(m.group(1)) for key in self.known_keys(start)
+                if (m := pattern.fullmatch(key))]
+        return max(seqs) if seqs else None
 
     # -- BlobStore -----------------------------------------------------------------
 
@@ -276,13 +300,14 @@ class LocalBlobStore:
     def _open_new(self, st: _Stream) -> _OpenFile:
         if st.next_seq is None:
             existing = self._existing(st.name)
-            st.next_seq = existing[-1][0] + 1 if existing else 0
+            highest = max([existing[-1][0]] if existing else [], default=-1)
+            elsewhere = self._highest_elsewhere(st.name)
+            st.next_seq = max(highest, -1 if elsewhere is None else elsewhere) + 1
         while True:
             key = self.file_key(st.name, st.next_seq)
             st.next_seq += 1
             try:
-                fd = os.open(self.root / key,
-                             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+                fd = self._create(key)
             except FileExistsError:
                 continue  # another process with the same writer_id: never overwrite
             break
@@ -299,6 +324,28 @@ class LocalBlobStore:
             opened.size = len(head)
         return opened
 
+    def _create(self, key: str) -> int:
+        """Open a new file ``key`` for appending; FileExistsError if it exists.
+
+        With ``lock_files`` the file is made under a temporary name, locked, and only
+        then given its name (``link`` fails like ``O_EXCL`` when the name is taken), so
+        no other process ever sees it unlocked while it is written.
+        """
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
+        if not self.lock_files:
+            return os.open(self.root / key, flags, 0o644)
+        temp = self.root / f".{key}.{os.getpid()}.{threading.get_ident()}.new"
+        fd = os.open(temp, flags, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.link(temp, self.root / key)
+        except BaseException:
+            os.close(fd)
+            raise
+        finally:
+            temp.unlink(missing_ok=True)
+        return fd
+
     def _finish(self, st: _Stream) -> None:
         cur, st.current = st.current, None
         if cur is None:
@@ -307,7 +354,9 @@ class LocalBlobStore:
             if self.fsync:
                 os.fsync(cur.fd)
         finally:
-            os.close(cur.fd)
+            os.close(cur.fd)  # releases the lock (lock_files)
+        if self.on_finished is not None:
+            self.on_finished(cur.key)
 
     def _open_side(self, name: str) -> _SideFile:
         path = self.root.joinpath(*_check_key(name))

@@ -92,13 +92,15 @@ CLUSTER_SETTINGS = (
     "CRAWLER_STORE_CASSANDRA_HOSTS", "CRAWLER_STORE_CASSANDRA_PORT", "CRAWLER_STORE_KEYSPACE",
     "CRAWLER_BLOB_ROOT", "CRAWLER_API_TOKEN", "CRAWLER_API_PORT", "CRAWLER_METRICS_PORT",
 )
-# Settings the chart sets from its own values (kafka, cassandra, api, metrics, storage);
+# Settings the chart sets from its own values (kafka, cassandra, api, metrics, storage,
+# objectStorage);
 # the free-form ``settings`` value may not set them.
 CHART_MANAGED: dict[str, frozenset[str] | None] = {
     "bus": frozenset({"backend", "kafka_bootstrap", "partitions", "replication_factor",
                       "topic_prefix"}),
     "store": None,  # the whole section
-    "blob": frozenset({"root"}),
+    "blob": frozenset({"root", "backend", "s3_bucket", "s3_endpoint", "s3_region",
+                       "s3_prefix", "s3_path_style"}),
     "metrics": None,
     "api": None,
 }
@@ -1153,7 +1155,8 @@ def check_helm() -> Problems:
                 problems.append(f"[{label}] {exc}")
                 continue
             values = _values(files)
-            external = [values["api"]["existingSecret"], values["storage"]["existingClaim"]]
+            external = [values["api"]["existingSecret"], values["storage"]["existingClaim"],
+                        values["objectStorage"]["existingSecret"]]
             expect = [r for r, s in values["services"].items()
                       if s.get("enabled") and s.get("autoscaling", {}).get("enabled")]
             problems += [f"[{label}] {p}" for p in manifest_problems(

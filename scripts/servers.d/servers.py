@@ -7,7 +7,11 @@ beside this file; runtime data, logs, rendered configuration and PID files go to
 ``var/<name>/``. Stopping only ever signals the PID written in ``var/<name>/<name>.pid``, and
 only when that process's command line carries this repository's marker for that server.
 
-Usage: scripts/servers install|start|stop|status|env [kafka|cassandra|all]
+Usage: scripts/servers install|start|stop|status|env [kafka|cassandra|s3|all ...]
+
+s3 is SeaweedFS's S3 gateway (``weed mini``), built once from its Go module source into
+``var/seaweedfs-<version>/``; it serves one bucket to one identity (other keys are
+refused).
 
 Environment:
   KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_HEAP (512m), KAFKA_JVM_OPTS
@@ -17,6 +21,12 @@ Environment:
       resident at least), CASSANDRA_JMX_PORT (unset: no JMX; set: local-only JMX there)
   KAFKA_BOOTSTRAP, CASSANDRA_HOSTS: existing servers to use; ``start`` then leaves that
       server alone and only checks that it answers
+  S3_PORT (8333), S3_MASTER_PORT (9333), S3_VOLUME_PORT (9340), S3_FILER_PORT (8888),
+      S3_ADMIN_PORT (12535):
+      SeaweedFS's ports (each also uses its port + 10000 for gRPC); S3_BUCKET (crawl),
+      S3_ACCESS_KEY, S3_SECRET_KEY: its bucket and its one identity's keys
+  S3_ENDPOINT: an existing S3-compatible server to use instead (http://host:port)
+  SERVERS_BUILD_TIMEOUT (3600 s): longest the one-time SeaweedFS build may take
   SERVERS_START_TIMEOUT (180 s), SERVERS_STOP_TIMEOUT (Kafka 30 s, Cassandra 60 s), JAVA_HOME
   SERVERS_VAR (var/): where data, logs, rendered configuration and PID files go; with
       other ports, a second pair of servers runs beside the first
@@ -37,6 +47,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import datetime
 import os
 import re
 import shutil
@@ -234,6 +245,13 @@ class Server:
         return f"-Dlocal.servers.home={self.var}"
 
     # -- subclass hooks
+    def command(self) -> list[str]:
+        """The command line that runs the server (a JVM with ``marker``, by default)."""
+        java = java_command()
+        self.check_java(java_major(java))
+        return [java, self.marker, *self.prepare(java), "-cp", f"{self.lib}/*",
+                self.main_class, *self.program_args()]
+
     def prepare(self, java: str) -> list[str]:
         """Write the configuration and return the JVM arguments before the main class."""
         raise NotImplementedError
@@ -336,12 +354,9 @@ class Server:
                 f"{self.name}: port {self.port} on {LOCALHOST} is taken by another process; "
                 f"set {self.external_var} to use that server, or choose another port")
         self.install(quiet=True)
-        java = java_command()
-        self.check_java(java_major(java))
         for sub in ("conf", "data", "logs"):
             (self.var / sub).mkdir(parents=True, exist_ok=True)
-        cmd = [java, self.marker, *self.prepare(java), "-cp", f"{self.lib}/*",
-               self.main_class, *self.program_args()]
+        cmd = self.command()
         self.log_offsets = sizes([self.console_log, *self.log_files()])
         with self.console_log.open("ab") as out:
             out.write(f"\n--- start {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
@@ -756,14 +771,189 @@ class Cassandra(Server):
                 f"CRAWLER_STORE_CASSANDRA_PORT={self.port}"]
 
 
+SEAWEEDFS_MODULE = "github.com/seaweedfs/seaweedfs"
+# the Go module proxy serves SeaweedFS by pseudo-version only (its tags are not semver)
+SEAWEEDFS_VERSION = "v0.0.0-20261109003541-7506e5f91cd6"
+S3_BUCKET = "crawl"
+# keys of the local server's one identity; loopback only, for tests and development
+S3_ACCESS_KEY = "crawler-local"
+S3_SECRET_KEY = "crawler-local-secret"
+
+
+class S3(Server):
+    """SeaweedFS (``weed mini``: master, volume, filer and S3 gateway in one process) with
+    one identity from an S3 config file, so requests with other keys are refused, and
+    one bucket made at start. Built once from its Go module source with ``go build``
+    into ``var/seaweedfs-<version>/weed`` (``go install module@version`` refuses a
+    module whose go.mod has replace directives, as SeaweedFS's has)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="s3", version=SEAWEEDFS_VERSION, main_class="",
+                         port=env_port("S3_PORT", 8333), external_var="S3_ENDPOINT",
+                         default_stop_timeout=20)
+        self.master_port = env_port("S3_MASTER_PORT", 9333)
+        self.volume_port = env_port("S3_VOLUME_PORT", 9340)
+        self.filer_port = env_port("S3_FILER_PORT", 8888)
+        self.admin_port = env_port("S3_ADMIN_PORT", 12535)  # its admin server and workers
+        self.bucket = env_str("S3_BUCKET", S3_BUCKET)
+        self.access_key = env_str("S3_ACCESS_KEY", S3_ACCESS_KEY)
+        self.secret_key = env_str("S3_SECRET_KEY", S3_SECRET_KEY)
+
+    @property
+    def home(self) -> Path:
+        return ROOT / "var" / f"seaweedfs-{self.version}"
+
+    @property
+    def binary(self) -> Path:
+        return self.home / "weed"
+
+    @property
+    def marker(self) -> str:
+        return f"-dir={self.var / 'data'}"
+
+    def ports(self) -> str:
+        return " ".join(str(p) for p in (self.port, self.master_port, self.volume_port,
+                                         self.filer_port, self.admin_port))
+
+    def installed(self) -> bool:
+        return self.binary.exists()
+
+    def install(self, *, quiet: bool = False) -> None:
+        if self.installed():
+            if not quiet:
+                log(f"s3: SeaweedFS {self.version} in {self.binary}")
+            return
+        go = shutil.which("go")
+        if not go:
+            raise ServerError("go (the Go toolchain) not found: it builds SeaweedFS")
+        timeout = env_int("SERVERS_BUILD_TIMEOUT", 3600)
+        self.home.mkdir(parents=True, exist_ok=True)
+        log(f"s3: building SeaweedFS {self.version} from its Go module (once; at most "
+            f"{timeout} s, SERVERS_BUILD_TIMEOUT) ...")
+        started = time.monotonic()
+        found = subprocess.run([go, "mod", "download", "-json",
+                                f"{SEAWEEDFS_MODULE}@{self.version}"],
+                               capture_output=True, text=True, check=False, timeout=timeout)
+        match = re.search(r'"Dir":\s*"([^"]+)"', found.stdout)
+        if found.returncode != 0 or not match:
+            raise ServerError(f"go mod download {SEAWEEDFS_MODULE}@{self.version} failed:\n"
+                              f"{found.stdout[-2000:]}{found.stderr[-2000:]}")
+        source = self.home / "src"
+        shutil.rmtree(source, ignore_errors=True)
+        shutil.copytree(match.group(1), source)  # the module cache is read-only
+        for path in [source, *source.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+        partial = self.home / "weed.partial"
+        env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"}
+        try:
+            result = subprocess.run([go, "build", "-trimpath", "-o", str(partial), "./weed"],
+                                    cwd=source, env=env, capture_output=True, text=True,
+                                    check=False, timeout=max(1, timeout - (
+                                        time.monotonic() - started)))
+        except subprocess.TimeoutExpired:
+            raise ServerError(f"s3: building SeaweedFS took more than {timeout} s "
+                              "(SERVERS_BUILD_TIMEOUT)") from None
+        finally:
+            shutil.rmtree(source, ignore_errors=True)
+        if result.returncode != 0:
+            raise ServerError(f"go build of SeaweedFS failed:\n{result.stderr[-4000:]}")
+        partial.rename(self.binary)
+        log(f"s3: SeaweedFS built in {self.binary} ({time.monotonic() - started:.0f} s)")
+
+    def s3_config(self) -> Path:
+        import json
+
+        path = self.var / "conf" / "s3.json"
+        identity = {"name": "crawler",
+                    "credentials": [{"accessKey": self.access_key,
+                                     "secretKey": self.secret_key}],
+                    "actions": ["Admin", "Read", "List", "Write", "Tagging"]}
+        path.write_text(json.dumps({"identities": [identity]}, indent=2) + "\n")
+        path.chmod(0o600)
+        return path
+
+    def command(self) -> list[str]:
+        for port, what in ((self.master_port, "S3_MASTER_PORT"),
+                           (self.volume_port, "S3_VOLUME_PORT"),
+                           (self.filer_port, "S3_FILER_PORT"),
+                           (self.admin_port, "S3_ADMIN_PORT")):
+            for taken in (port, port + 10000):  # http and gRPC
+                if port_open(LOCALHOST, taken):
+                    raise ServerError(f"s3: port {taken} is taken; set {what}")
+        return [str(self.binary), "mini", self.marker, f"-ip={LOCALHOST}",
+                f"-ip.bind={LOCALHOST}",
+                f"-master.port={self.master_port}",
+                f"-master.port.grpc={self.master_port + 10000}",
+                f"-volume.port={self.volume_port}",
+                f"-volume.port.grpc={self.volume_port + 10000}",
+                f"-filer.port={self.filer_port}",
+                f"-filer.port.grpc={self.filer_port + 10000}",
+                f"-s3.port={self.port}", f"-s3.port.grpc={self.port + 10000}",
+                "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false",
+                "-admin.ui=false", f"-admin.port={self.admin_port}",
+                f"-admin.port.grpc={self.admin_port + 10000}", "-admin.port.legacy=0",
+                "-master.telemetry=false",
+                "-master.volumeSizeLimitMB=64", "-volume.max=20",
+                f"-s3.config={self.s3_config()}", f"-bucket={self.bucket}"]
+
+    def log_files(self) -> list[Path]:
+        return []
+
+    def endpoint(self) -> tuple[str, int]:
+        ext = self.external()
+        if ext:
+            host_port = ext.split("://", 1)[-1].rstrip("/")
+            return split_hostport(host_port, self.port)
+        return LOCALHOST, self.port
+
+    def url(self) -> str:
+        return self.external() or f"http://{LOCALHOST}:{self.port}"
+
+    def ready(self, host: str, port: int) -> str | None:
+        """The bucket lists, takes a probe object and gives it back, with the keys."""
+        try:
+            import obstore
+            from obstore.store import S3Store
+        except ImportError:
+            self.problem = "obstore is not installed (scripts/setup installs it)"
+            return None
+        store = S3Store(self.bucket, endpoint=f"http://{host}:{port}", region="us-east-1",
+                        access_key_id=self.access_key, secret_access_key=self.secret_key,
+                        virtual_hosted_style_request=False,
+                        client_options={"allow_http": True, "timeout": "5s"},
+                        retry_config={"max_retries": 0,
+                                      "retry_timeout": datetime.timedelta(seconds=5)})
+        probe = uuid.uuid4().hex.encode()
+        try:
+            for _ in obstore.list(store, chunk_size=1):
+                break
+            obstore.put(store, "servers-ready-probe", probe)
+            if bytes(obstore.get(store, "servers-ready-probe").bytes()) != probe:
+                self.problem = "the probe object came back changed"
+                return None
+        except Exception as exc:
+            self.problem = " ".join(str(exc).split())[:300]
+            return None
+        self.problem = None
+        return f"SeaweedFS, bucket {self.bucket}"
+
+    def env_lines(self) -> list[str]:
+        return [f"CRAWLER_BLOB_S3_ENDPOINT={self.url()}",
+                f"CRAWLER_BLOB_S3_BUCKET={self.bucket}",
+                "CRAWLER_BLOB_S3_PATH_STYLE=true",
+                f"AWS_ACCESS_KEY_ID={self.access_key}",
+                f"AWS_SECRET_ACCESS_KEY={self.secret_key}"]
+
+
 # ----------------------------------------------------------------------------------- commands
 
 
-def pick(which: str) -> list[Server]:
-    servers: dict[str, Callable[[], Server]] = {"kafka": Kafka, "cassandra": Cassandra}
-    if which == "all":
+def pick(names: list[str]) -> list[Server]:
+    servers: dict[str, Callable[[], Server]] = {"kafka": Kafka, "cassandra": Cassandra,
+                                                "s3": S3}
+    if not names or "all" in names:
         return [make() for make in servers.values()]
-    return [servers[which]()]
+    return [servers[name]() for name in dict.fromkeys(names)]
 
 
 def cmd_start(servers: list[Server]) -> None:
@@ -796,8 +986,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="scripts/servers", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("install", "start", "stop", "status", "env"))
-    parser.add_argument("which", nargs="?", default="all", choices=("kafka", "cassandra", "all"))
+    parser.add_argument("which", nargs="*", metavar="kafka|cassandra|s3|all",
+                        help="the servers (default: all)")
     args = parser.parse_args(argv)
+    unknown = [name for name in args.which if name not in ("kafka", "cassandra", "s3", "all")]
+    if unknown:
+        parser.error(f"unknown server {unknown[0]!r}: choose kafka, cassandra, s3 or all")
     try:
         servers = pick(args.which)
         if args.command == "install":

@@ -99,12 +99,12 @@ def servers() -> Iterator[Servers]:
     env.pop("CASSANDRA_JMX_PORT", None)
     s = Servers(env=env, kafka=f"127.0.0.1:{kafka_port}", cassandra_port=int(cassandra_port),
                 var=var)
-    s.run("start", "all", timeout=420)
+    s.run("start", "kafka", "cassandra", timeout=420)
     try:
         yield s
     finally:
         with contextlib.suppress(Exception):
-            s.run("stop", "all", timeout=180)
+            s.run("stop", "kafka", "cassandra", timeout=180)
 
 
 @dataclass
