@@ -249,6 +249,13 @@ class HtmlDocument:
             self._lexbor = LexborHTMLParser(_usv(self.markup))
         return self._lexbor
 
+    def take_lexbor(self) -> LexborHTMLParser:
+        """The lexbor tree, handed over to a caller that changes it: the document
+        forgets it, so a later :attr:`lexbor` parses the markup again."""
+        page = self.lexbor
+        self._lexbor = None
+        return page
+
     @property
     def tree(self) -> HTMLTree:
         if self._tree is None:
