@@ -25,24 +25,29 @@ tree the link extraction already built:
    or id names comments, related or recommended stories, sharing, newsletters,
    galleries, captions, bylines, post metadata and the like (:data:`BOILERPLATE`). An
    element holding more than :data:`PRUNE_CAP` of the root's text is never removed (a
-   page-wide wrapper named ``comments-enabled``, an ASP.NET page-wide ``<form>``).
+   page-wide wrapper named ``comments-enabled``, an ASP.NET page-wide ``<form>``),
+   except a table of contents (:data:`CONTENTS`), whatever its size. Ids of four
+   words or more are headings made into anchors (Sphinx's ``s-csrf-cookie-age``):
+   they are not read, and are removed so that resiliparse's rules do not read them
+   either.
 5. The root's markup is converted to text by resiliparse's ``extract_plain_text``
    with its own main-content rules, comments and post metadata off, inside three
    wrapping ``<div>``: its rules for page-level navigation (a ``<ul>`` or ``<aside>``
    less than three levels below ``<body>``) would otherwise drop lists of the article
    itself (PostgreSQL's ``<ul class="itemizedlist"><li><p>``). Those rules also drop
-   whole documentation sections whose id looks like a "read next" box (Sphinx's
-   ``<div class="section" id="s-what-to-read-next">``); when the text is shorter than
-   :data:`FALLBACK_SHARE` of the root's paragraph text, the root is converted again
-   without them.
+   whole sections whose class or id they read as boilerplate (Sphinx's
+   ``<div class="section" id="s-what-to-read-next">`` before its id was removed in
+   step 4); when the text is shorter than :data:`FALLBACK_SHARE` of the root's
+   paragraph text, the root is converted again without them.
 
 Measured on the article-extraction benchmark (181 news and blog pages) and on
 documentation pages: see docs/text-quality.md.
 
 Hostile pages. The walk over paragraphs' ancestors is bounded; selectors and
-conversion are linear in C. When the markup guard's estimate ``tags x depth`` is over
-:data:`MAIN_CONTENT_BUDGET`, or the page was flattened, the whole visible text is
-extracted instead, with no heuristics.
+conversion are linear in C; the text lengths measured while pruning add up to at most
+the sum of the elements' depths, which the guard's budget bounds. When the markup
+guard's estimate ``tags x depth`` is over :data:`MAIN_CONTENT_BUDGET`, or the page
+was flattened, the whole visible text is extracted instead, with no heuristics.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from parser.html import HtmlDocument, parse_document
 
 __all__ = [
     "BOILERPLATE",
+    "CONTENTS",
     "MAIN_CONTENT_BUDGET",
     "ROOT_PATTERNS",
     "MainText",
@@ -117,8 +123,12 @@ BOILERPLATE = re.compile(
     r"|breadcrumbs?|promo|sponsored|outbrain|taboola|trending|popular|most-read"
     r"|mostread|cookie|consent|paywall|author-bio|authorbio|byline|gallery|slideshow"
     r"|caption|carousel|lightbox|modal|credits?|photo-credit|read-more|readmore"
-    r"|also-read|dateline|timestamp|entry-meta|post-meta|article-meta"
+    r"|also-read|dateline|entry-meta|post-meta|article-meta"
     r")(?:$|[\s_-])")
+#: Class or id tokens of a table of contents, removed whatever its size: on a chapter
+#: page of a manual it is most of the text, and resiliparse's rules then drop the
+#: chapter's prose along with it.
+CONTENTS = re.compile(r"(?:^|[\s_-])toc(?:$|[\s_-])")
 _BOILERPLATE_ELEMENTS = (
     "nav, aside, footer, form, figure, figcaption, button, select, [role=navigation], "
     "[role=contentinfo], [role=complementary], [role=dialog], [role=alert], [role=menu], "
@@ -274,7 +284,7 @@ def _prune(root: LexborNode) -> None:
     for node in root.css(_BOILERPLATE_ELEMENTS):
         if node.mem_id != root.mem_id and len(node.text(deep=True)) < cap:
             node.decompose(recursive=False)
-    seen: dict[str, bool] = {}
+    seen: dict[str, int] = {}  # 0: keep, 1: boilerplate, 2: table of contents
     for node in root.css("[class], [id]"):
         attributes = node.attributes
         anchor = attributes.get("id")
@@ -282,8 +292,10 @@ def _prune(root: LexborNode) -> None:
         if anchor and not short:
             del node.attrs["id"]  # resiliparse's rules would read it too
         key = f"{attributes.get('class') or ''} {short}".lower()
-        boilerplate = seen.get(key)
-        if boilerplate is None:
-            boilerplate = seen[key] = BOILERPLATE.search(key) is not None
-        if boilerplate and node.mem_id != root.mem_id and len(node.text(deep=True)) < cap:
+        verdict = seen.get(key)
+        if verdict is None:
+            verdict = seen[key] = (2 if CONTENTS.search(key) else
+                                   1 if BOILERPLATE.search(key) else 0)
+        if verdict and node.mem_id != root.mem_id and (
+                verdict == 2 or len(node.text(deep=True)) < cap):
             node.decompose(recursive=False)

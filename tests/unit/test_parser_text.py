@@ -183,3 +183,20 @@ def test_extract_main_text_figures() -> None:
     whole = extract_main_text("<p>" + " ".join(ARTICLE) + "</p>")
     assert whole.boilerplate_ratio == 0.0
     assert extract_main_text("").boilerplate_ratio == 0.0
+
+
+def test_chapter_page_keeps_its_prose_beside_a_long_table_of_contents() -> None:
+    """A DocBook chapter page (PostgreSQL's storage.html): a short introduction beside
+    a table of contents that is most of the page's text."""
+    entries = "".join(f'<dt><span class="sect1"><a href="s{i}.html">73.{i}. Section '
+                      f"title number {i}</a></span></dt>" for i in range(1, 40))
+    intro = "This chapter gives an overview of the format the database stores data in."
+    html = (f'<html><body id="docContent"><div class="navheader"><table><tr><td><a '
+            f'href="p.html">Prev</a></td><td><a href="n.html">Next</a></td></tr></table>'
+            f'</div><div class="chapter" id="STORAGE"><div class="titlepage"><div><div>'
+            f'<h2 class="title">Chapter 73. Physical Storage</h2></div></div></div>'
+            f'<div class="toc"><p><strong>Table of Contents</strong></p><dl class="toc">'
+            f"{entries}</dl></div><p>{intro}</p></div></body></html>")
+    text = main_text(html)
+    assert intro in text
+    assert "Section title number 7" not in text
