@@ -13,7 +13,7 @@
    page by page, alternating, so load on the machine falls on both alike.
 2. **Parser cost per page**: the median CPU time of ``parser.service.analyse`` (what
    the parser stage does with a fetched body: decode, guard, links, main text and the
-   text signals) on the same pages.
+   text signals) on the same pages, and the median of each of those steps.
 3. **Documentation pages** (``--docs N``, read from ``/usr/share/doc`` when Debian's
    ``python-django-doc`` and ``postgresql-doc-15`` are installed): the share of
    paragraph text kept, over ``N`` pages drawn with a fixed seed, plus the pages that
@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import importlib.util
 import json
@@ -141,19 +142,47 @@ def run(pages: list[Page], extractors: dict[str, Extractor]) -> dict[str, Score]
     return {name: score(pages, outputs[name], cpu[name], evaluate) for name in extractors}
 
 
-def parser_cost(pages: list[Page]) -> float:
-    """Median CPU ms of ``parser.service.analyse`` on the pages' raw bodies."""
+PARSER_STEPS = ("decode", "guard", "links", "main text", "signals")
+
+
+def parser_cost(pages: list[Page]) -> tuple[float, dict[str, float]]:
+    """Median CPU ms of ``parser.service.analyse`` on the pages' raw bodies, and the
+    median of each of its steps, timed apart on the same pages (:data:`PARSER_STEPS`:
+    charset decoding, the markup guard ``parse_document``, ``extract`` with the
+    canonical followable links, ``extract_main_text``, ``text_signals``)."""
     from common import urls
+    from parser.charset import decode_html
+    from parser.html import extract, followable_links, parse_document
     from parser.service import analyse
+    from parser.signals import text_signals
+    from parser.text import extract_main_text
 
     tracking = urls.TrackingRules.from_patterns(["utm_*"])
-    cpu = []
+    whole: list[float] = []
+    steps: dict[str, list[float]] = {step: [] for step in PARSER_STEPS}
     for page in pages:
+        url = page.url or "https://example.com/"
         start = time.process_time()
-        analyse(page.body, "text/html", page.url or "https://example.com/",
-                x_robots_tag=None, product_token="PoliteCrawler", tracking=tracking)
-        cpu.append(time.process_time() - start)
-    return statistics.median(cpu) * 1000
+        analyse(page.body, "text/html", url, x_robots_tag=None,
+                product_token="PoliteCrawler", tracking=tracking)
+        whole.append(time.process_time() - start)
+        marks = [time.process_time()]
+        decoded = decode_html(page.body, "text/html")
+        marks.append(time.process_time())
+        doc = parse_document(decoded.text)
+        marks.append(time.process_time())
+        for link in followable_links(extract(doc, url, product_token="PoliteCrawler")):
+            with contextlib.suppress(urls.UrlError):
+                urls.canonicalize(link, tracking=tracking)
+        marks.append(time.process_time())
+        main = extract_main_text(doc)
+        marks.append(time.process_time())
+        text_signals(main)
+        marks.append(time.process_time())
+        for step, begin, end in zip(PARSER_STEPS, marks, marks[1:], strict=False):
+            steps[step].append(end - begin)
+    return (statistics.median(whole) * 1000,
+            {step: statistics.median(cpu) * 1000 for step, cpu in steps.items()})
 
 
 def doc_pages(count: int, seed: int = 1) -> list[Path]:
@@ -236,10 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     if "ours" in scores and "trafilatura" in scores:
         ratio = scores["ours"].cpu_ms_median / scores["trafilatura"].cpu_ms_median
         print(f"ours / trafilatura CPU: {ratio:.2f}")
-    cost = parser_cost(pages)
+    cost, steps = parser_cost(pages)
     print(f"parser stage (decode, guard, links, main text, signals): "
           f"{cost:.2f} CPU ms per page (median)")
+    print("  by step (medians, timed apart): "
+          + ", ".join(f"{step} {ms:.2f}" for step, ms in steps.items()))
     figures["parser_cost_ms_median"] = cost
+    figures["parser_steps_ms_median"] = steps
     if args.docs:
         files = doc_pages(args.docs)
         if not files:

@@ -71,11 +71,21 @@ def _model() -> _Identifier:
         return _identifier
 
 
+def _enough_letters(sample: str) -> bool:
+    letters = 0
+    for char in sample:
+        if char.isalpha():
+            letters += 1
+            if letters >= MIN_LANGUAGE_LETTERS:
+                return True
+    return False
+
+
 def identify_language(text: str) -> tuple[str | None, float]:
     """(language, probability) of ``text``; (None, probability) when it has too few
     letters or no language is likely enough (see the module)."""
     sample = text[:LANGUAGE_SAMPLE]
-    if sum(1 for char in sample if char.isalpha()) < MIN_LANGUAGE_LETTERS:
+    if not _enough_letters(sample):
         return None, 0.0
     language, confidence = _model().classify(sample)
     confidence = float(confidence)
