@@ -39,6 +39,8 @@ tree the link extraction already built:
    ``<div class="section" id="s-what-to-read-next">`` before its id was removed in
    step 4); when the text is shorter than :data:`FALLBACK_SHARE` of the root's
    paragraph text, the root is converted again without them.
+6. Lines that are only a label (``Advertisement``, ``Share this story:``,
+   ``Read more...``: :data:`BOILERPLATE_LINE`) are dropped.
 
 Measured on the article-extraction benchmark (181 news and blog pages) and on
 documentation pages: see docs/text-quality.md.
@@ -63,6 +65,7 @@ from parser.html import HtmlDocument, parse_document
 
 __all__ = [
     "BOILERPLATE",
+    "BOILERPLATE_LINE",
     "CONTENTS",
     "MAIN_CONTENT_BUDGET",
     "ROOT_PATTERNS",
@@ -125,6 +128,14 @@ BOILERPLATE = re.compile(
     r"|caption|carousel|lightbox|modal|credits?|photo-credit|read-more|readmore"
     r"|also-read|dateline|entry-meta|post-meta|article-meta"
     r")(?:$|[\s_-])")
+#: Lines that are only a label left by an advertisement, a gallery, a comment box or
+#: a newsletter box (case-insensitive, the whole line).
+BOILERPLATE_LINE = re.compile(
+    r"(?im)^[^\S\n]*(?:advertisement|advertising|advert|ads?|sponsored(?: links)?|iklan"
+    r"|anzeige|publicidad|publicité|pubblicità|реклама|caption|close|comments?"
+    r"|post comment|leave a (?:reply|comment)|newsletter|subscribe|sign up|share"
+    r"|share this(?: article| story)?|read more|related(?: articles| stories)?"
+    r"|most popular|trending|you may also like)[\s.:!…(+)]*$")
 #: Class or id tokens of a table of contents, removed whatever its size: on a chapter
 #: page of a manual it is most of the text, and resiliparse's rules then drop the
 #: chapter's prose along with it.
@@ -201,7 +212,17 @@ def extract_main_text(html: str | HtmlDocument) -> MainText:
     text = _convert(tree, main_content=True)
     if len(text) < FALLBACK_SHARE * root_paragraphs:
         text = _convert(tree, main_content=False)
-    return MainText(text, visible)
+    return MainText(_drop_boilerplate_lines(text), visible)
+
+
+def _drop_boilerplate_lines(text: str) -> str:
+    """``text`` without the lines that are only a boilerplate label
+    (:data:`BOILERPLATE_LINE`)."""
+    if BOILERPLATE_LINE.search(text) is None:
+        return text
+    kept = [line for line in text.split("\n")
+            if BOILERPLATE_LINE.fullmatch(line.strip()) is None]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
 
 
 def _convert(tree: HTMLTree, *, main_content: bool) -> str:

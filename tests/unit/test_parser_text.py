@@ -200,3 +200,17 @@ def test_chapter_page_keeps_its_prose_beside_a_long_table_of_contents() -> None:
     text = main_text(html)
     assert intro in text
     assert "Section title number 7" not in text
+
+
+def test_lines_that_are_only_a_boilerplate_label_are_dropped() -> None:
+    body = "".join(f"<p>{p}</p><div>Advertisement</div>" for p in ARTICLE)
+    html = (f'<html><body><div class="entry-content">{body}<p>Share this story:</p>'
+            f"<p>Read more...</p><p>Read more about the bridge in the council minutes, "
+            f"which list every vote.</p></div></body></html>")
+    text = main_text(html)
+    for paragraph in ARTICLE:
+        assert paragraph in text
+    assert "Advertisement" not in text and "Share this" not in text
+    assert "Read more..." not in text
+    assert "Read more about the bridge" in text  # a sentence, not a label
+    assert "\n\n\n" not in text
