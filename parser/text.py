@@ -16,7 +16,9 @@ tree the link extraction already built:
    ``<article>``, then ``<main>``/``role=main``. The first rank whose best element
    holds at least :data:`MIN_ROOT_SHARE` of the page's paragraph text wins; of that
    rank's elements within :data:`NESTED_SHARE` of the best, the one with the least
-   paragraph text (the innermost) is taken. No such element: the root is ``<body>``.
+   paragraph text (the innermost) is taken, except among ``<article>`` elements: there
+   the first holding that share is the page's own (later ones are teasers, which on a
+   blog can together outweigh a short post). No such element: the root is ``<body>``.
    (A bare ``content`` in a class is not taken as a name: on documentation pages it
    names tables, ``table-contents``, and the root would lose the prose around them.)
 4. Inside the root, boilerplate is removed: the ``<h1>`` (the title, which the page
@@ -115,6 +117,7 @@ ROOT_PATTERNS: tuple[re.Pattern[str], ...] = (
 # 3 <main>.
 _ROOT_TAGS = ((0, "[itemprop=articleBody]"), (2, "article"), (3, "main, [role=main]"))
 _PATTERN_RANKS = (1,)
+_ARTICLE_RANK = 2
 _ROOT_ELEMENTS = frozenset({"article", "div", "main", "section", "body"})
 
 #: Class or id tokens of boilerplate inside the root (case-insensitive; a token is
@@ -280,6 +283,10 @@ def _root(body: LexborNode) -> tuple[LexborNode, int]:
         scored = [(weights.get(node.mem_id, 0), node) for node in ranks[rank]]
         best = max((weight for weight, _node in scored), default=0)
         if best and best >= MIN_ROOT_SHARE * total:
+            if rank == _ARTICLE_RANK:  # the page's own article comes first
+                weight, node = next(pair for pair in scored
+                                    if pair[0] >= MIN_ROOT_SHARE * total)
+                return node, weight
             weight, node = min((pair for pair in scored if pair[0] >= NESTED_SHARE * best),
                                key=lambda pair: pair[0])
             return node, weight

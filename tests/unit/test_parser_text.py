@@ -214,3 +214,17 @@ def test_lines_that_are_only_a_boilerplate_label_are_dropped() -> None:
     assert "Read more..." not in text
     assert "Read more about the bridge" in text  # a sentence, not a label
     assert "\n\n\n" not in text
+
+
+def test_the_first_article_is_the_pages_own_even_when_teasers_outweigh_it() -> None:
+    excerpt = "".join(f"<p>Teaser number {i} of another post, long enough to count as "
+                      f"a paragraph of its own here.</p>" for i in range(4))
+    teasers = "".join(f'<article class="postbox"><h2><a href="/p{i}">Other post {i}</a>'
+                      f"</h2>{excerpt}</article>" for i in range(2))  # each outweighs it
+    body = "".join(f"<p>{p}</p>" for p in ARTICLE)
+    html = (f'<html><body><div id="primary"><article class="articlebox"><h1>Bridge</h1>'
+            f"{body}</article><h3>You may like</h3>{teasers}</div></body></html>")
+    text = main_text(html)
+    for paragraph in ARTICLE:
+        assert paragraph in text
+    assert "Teaser number" not in text
