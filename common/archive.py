@@ -120,6 +120,38 @@ class Written(msgspec.Struct, frozen=True, kw_only=True):
     payload_digest: str | None = None  # WARC-Payload-Digest "sha1:<base32>"; None for text
 
 
+# Header fields of a conversion (text) record: the identified language as Common
+# Crawl's text records carry it, and this crawler's own fields (docs/text-quality.md).
+LANGUAGE_FIELD = "WARC-Identified-Content-Language"
+LANGUAGE_CONFIDENCE_FIELD = "Crawler-Language-Confidence"
+TEXT_CHARS_FIELD = "Crawler-Text-Chars"
+TEXT_WORDS_FIELD = "Crawler-Text-Words"
+BOILERPLATE_RATIO_FIELD = "Crawler-Boilerplate-Ratio"
+_LANGUAGE_RE = re.compile(r"[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8})*")
+
+
+class TextFields(msgspec.Struct, frozen=True, kw_only=True):
+    """Signals of a text written as a conversion record: ``language`` (None: not
+    identified, and no language field is written), its ``language_confidence``, the
+    text's ``chars`` and ``words``, and the ``boilerplate_ratio`` of its page."""
+
+    language: str | None
+    language_confidence: float | None
+    chars: int
+    words: int
+    boilerplate_ratio: float | None
+
+    def header_fields(self) -> dict[str, str]:
+        fields = {TEXT_CHARS_FIELD: str(self.chars), TEXT_WORDS_FIELD: str(self.words)}
+        if self.language is not None:
+            fields[LANGUAGE_FIELD] = _check(_LANGUAGE_RE, "language", self.language)
+            if self.language_confidence is not None:
+                fields[LANGUAGE_CONFIDENCE_FIELD] = f"{self.language_confidence:.4f}"
+        if self.boilerplate_ratio is not None:
+            fields[BOILERPLATE_RATIO_FIELD] = f"{self.boilerplate_ratio:.4f}"
+        return fields
+
+
 class StoredResponse(msgspec.Struct, frozen=True, kw_only=True):
     """A response or revisit record read back by pointer."""
 
@@ -518,8 +550,10 @@ class ArchiveWriter:
 
     def write_text(self, *, url: str, text: str, fetched_at: float,
                    refers_to_record_id: str | None,
-                   content_type: str = "text/plain; charset=utf-8") -> Written:
-        """Write extracted text as a conversion record into the text stream."""
+                   content_type: str = "text/plain; charset=utf-8",
+                   signals: TextFields | None = None) -> Written:
+        """Write extracted text as a conversion record into the text stream, with the
+        text's signals as header fields (:class:`TextFields`)."""
         uri = target_uri(url)
         date = warc_date(fetched_at)
         block = text.encode("utf-8", "replace")
@@ -529,6 +563,8 @@ class ArchiveWriter:
         if refers_to_record_id:
             fields["WARC-Refers-To"] = _check(_RECORD_ID_RE, "record id",
                                               refers_to_record_id)
+        if signals is not None:
+            fields.update(signals.header_fields())
         mime = _clean_text(content_type) or "text/plain"
 
         def build(w: WARCWriter) -> Any:

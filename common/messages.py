@@ -40,6 +40,9 @@ Seconds: TypeAlias = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)]
 Timestamp: TypeAlias = Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMESTAMP)]
 Size: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_SIZE)]
 HttpStatus: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_HTTP_STATUS)]
+Ratio: TypeAlias = Annotated[float, msgspec.Meta(ge=0, le=1)]
+# a language code (ISO 639-1 or the identifier's label); 35 is BCP 47's longest tag
+Language: TypeAlias = Annotated[str, msgspec.Meta(min_length=1, max_length=35)]
 # unsigned 64-bit: msgspec takes no bound past int64, so __post_init__ checks the top
 SimHash: TypeAlias = Annotated[int, msgspec.Meta(ge=0)]
 MAX_SIMHASH = 2**64 - 1
@@ -248,6 +251,11 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     title: str | None = None
     record: RecordPointer | None = None
     text_record: RecordPointer | None = None
+    # text signals (docs/text-quality.md); absent from older parsers' messages
+    text_words: Size = 0
+    language: Language | None = None  # None: not identified
+    language_confidence: Ratio | None = None
+    boilerplate_ratio: Ratio | None = None  # visible text not in the main text
     links: list[str] = msgspec.field(default_factory=list)  # absolute, canonical, followable
     noindex: bool = False
     nofollow: bool = False
@@ -271,6 +279,13 @@ class PageRecord(_Msg, frozen=True, kw_only=True, rename="camel"):
     text_key: RecordPointer | None
     duplicate_of: str | None = None
     near_duplicate_of: str | None = None
+    # text signals (docs/text-quality.md); None for a page without text or from an
+    # older parser
+    language: Language | None = None
+    language_confidence: Ratio | None = None
+    text_chars: Size | None = None
+    text_words: Size | None = None
+    boilerplate_ratio: Ratio | None = None
 
 
 class PayloadEncoding(enum.StrEnum):

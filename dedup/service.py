@@ -201,8 +201,14 @@ class DedupStage:
 
 def page_record(page: ParsedPage, near_of: str | None) -> PageRecord:
     fetched = datetime.fromtimestamp(page.fetched_at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    text = page.text_record is not None  # text signals only for a page with text
     return PageRecord(
         url=page.url, fetched_at=fetched, status=page.status, content_hash=page.content_hash,
         simhash=None if page.simhash is None else f"{page.simhash:016x}",
         storage_key=page.record, text_key=page.text_record, duplicate_of=page.duplicate_of,
-        near_duplicate_of=near_of)
+        near_duplicate_of=near_of,
+        language=page.language if text else None,
+        language_confidence=page.language_confidence if text else None,
+        text_chars=page.text_chars if text else None,
+        text_words=page.text_words if text else None,
+        boilerplate_ratio=page.boilerplate_ratio if text else None)

@@ -2,9 +2,10 @@
 
 Links and directives come from selectolax's lexbor HTML5 parser (on a ~30 KB page:
 parse and select 0.25 ms, against 0.77 ms with resiliparse, whose node objects cost
-~5 us each, and 15 ms with BeautifulSoup on lxml); main text comes from resiliparse
-(:mod:`parser.text`), itself built on lexbor. Both trees are built from the same
-markup, after a guard that keeps the work any page can cost linear in its size.
+~5 us each, and 15 ms with BeautifulSoup on lxml); the main text's content root is
+found on the same lexbor tree and converted by resiliparse (:mod:`parser.text`), itself
+built on lexbor. Both trees are built from the same markup, after a guard that keeps
+the work any page can cost linear in its size.
 
 What an attacker can drive. Measured with ``python -m bench.hostile_html`` (each shape
 at n and 2n; x4 when the size doubles is quadratic). Linear in both parsers and in the
@@ -248,6 +249,13 @@ class HtmlDocument:
         if self._lexbor is None:
             self._lexbor = LexborHTMLParser(_usv(self.markup))
         return self._lexbor
+
+    def take_lexbor(self) -> LexborHTMLParser:
+        """The lexbor tree, handed over to a caller that changes it: the document
+        forgets it, so a later :attr:`lexbor` parses the markup again."""
+        page = self.lexbor
+        self._lexbor = None
+        return page
 
     @property
     def tree(self) -> HTMLTree:

@@ -3,11 +3,13 @@
 It consumes fetch results (topic fetched). For a page stored in full it reads the
 response record back by pointer (queues carry pointers, not bodies), decodes the
 charset, extracts links (honouring <base>, rel=nofollow, meta robots and X-Robots-Tag)
-and the main text, writes the text as a WARC conversion record, and publishes a
-ParsedPage. An exact duplicate (stored as a revisit) is passed on without parsing, so
-its links are never followed. Any failure on a hostile page ends as a ParsedPage with
-``error`` set: a recorded outcome for that URL (parse_error, or parse_timeout when the
-page job ran over its time limit), never a crash of the stage.
+and the main text with its signals (language, length, boilerplate ratio:
+:mod:`parser.signals`), writes the text as a WARC conversion record (the signals in
+its header), and publishes a ParsedPage carrying them too. An exact duplicate
+(stored as a revisit) is passed on without parsing, so its links are never followed.
+Any failure on a hostile page ends as a ParsedPage with ``error`` set: a recorded
+outcome for that URL (parse_error, or parse_timeout when the page job ran over its
+time limit), never a crash of the stage.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import msgspec
 
 from common import urls
 from common.adapters.handling import while_down
-from common.archive import ArchiveWriter, Written, read_response
+from common.archive import ArchiveWriter, TextFields, Written, read_response
 from common.messages import FetchOutcome, FetchResult, ParsedPage, RecordPointer, Topic
 from common.metrics import Metrics
 from common.pagework import PageJobTimeoutError, PageWork, ThreadPageWork, WorkContext
@@ -30,7 +32,8 @@ from common.settings import Settings
 from common.simhash import simhash64
 from parser.charset import decode_html
 from parser.html import extract, followable_links, parse_document
-from parser.text import main_text
+from parser.signals import TextSignals, text_signals
+from parser.text import MainText, extract_main_text
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ class Extracted:
     links: list[str]
     noindex: bool
     nofollow: bool
+    signals: TextSignals
 
 
 def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: str | None,
@@ -57,7 +61,7 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
     if media in HTML_TYPES or not media.startswith("text/plain"):
         doc = parse_document(decoded.text)
         parsed = extract(doc, url, x_robots_tag=x_robots_tag, product_token=product_token)
-        text = main_text(doc)
+        main = extract_main_text(doc)  # after extract: it takes the document's tree
         links: list[str] = []
         seen: set[str] = set()
         for link in followable_links(parsed):
@@ -68,9 +72,12 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
             if canon not in seen:
                 seen.add(canon)
                 links.append(canon)
-        return Extracted(title=parsed.title, text=text, links=links, noindex=parsed.noindex,
-                         nofollow=parsed.nofollow)
-    return Extracted(title=None, text=decoded.text, links=[], noindex=False, nofollow=False)
+        return Extracted(title=parsed.title, text=main.text, links=links,
+                         noindex=parsed.noindex, nofollow=parsed.nofollow,
+                         signals=text_signals(main))
+    plain = MainText(decoded.text, len(" ".join(decoded.text.split())))
+    return Extracted(title=None, text=decoded.text, links=[], noindex=False, nofollow=False,
+                     signals=text_signals(plain))
 
 
 class ParserStage:
@@ -141,7 +148,11 @@ class ParserStage:
             base, simhash=simhash,
             text_chars=len(found.text), title=found.title,
             text_record=text_written.pointer, links=found.links, noindex=found.noindex,
-            nofollow=found.nofollow)
+            nofollow=found.nofollow, text_words=found.signals.words,
+            language=found.signals.language,
+            language_confidence=(None if found.signals.language is None
+                                 else found.signals.language_confidence),
+            boilerplate_ratio=found.signals.boilerplate_ratio)
 
 
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
@@ -164,9 +175,18 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
     if text_written is None:
         text_written = ctx.archive.write_text(
             url=task.url, text=found.text, fetched_at=result.fetched_at,
-            refers_to_record_id=stored.record_id)
+            refers_to_record_id=stored.record_id, signals=text_fields(found.signals))
     simhash = simhash64(found.text) if found.text.strip() else None
     return found, text_written, simhash, elapsed
+
+
+def text_fields(signals: TextSignals) -> TextFields:
+    """The conversion record's header fields for ``signals``."""
+    return TextFields(language=signals.language,
+                      language_confidence=(None if signals.language is None
+                                           else signals.language_confidence),
+                      chars=signals.chars, words=signals.words,
+                      boilerplate_ratio=signals.boilerplate_ratio)
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str | None:

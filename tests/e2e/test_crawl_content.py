@@ -1,6 +1,6 @@
 """What is kept and what is followed, end to end: near-duplicates, robots directives in
-pages and headers, and refreshing stored pages (conditional GET answered by 304, and a
-page whose content changed between visits)."""
+pages and headers, refreshing stored pages (conditional GET answered by 304, and a
+page whose content changed between visits), and the text signals of the records."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import html
 from pathlib import Path
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from common.messages import Reason, UrlStatus
+from crawler.embedded import blob_root
 from simweb import Page, SimWeb, text
 from simweb.scenarios import features
 from tests.e2e.crawl_support import Outcome, hits, host, key, paths, resume, run, scenario
@@ -182,3 +184,30 @@ async def test_refresh_leaves_a_host_at_its_page_cap_alone(tmp_path: Path) -> No
     assert [r.status for r in log] == [200]
     assert (second.row(url).status, second.row(url).reason) == (UrlStatus.DONE, None)
     assert second.row(url).last_fetch_at == first.row(url).last_fetch_at
+
+
+@pytest.mark.timeout(60)
+async def test_page_and_text_records_carry_the_text_signals(tmp_path: Path) -> None:
+    english = ["The council met on Tuesday evening and agreed to rebuild the old bridge "
+               "over the river before winter, after engineers found the piers unsafe."] * 3
+    nav = [(f"/nav/{i}", "") for i in range(20)]
+    site = host("signals.test", Page(path="/story", body=document("Bridge", english, nav)))
+    async with SimWeb(scenario(site), dns=True) as web:
+        out = await run(web, tmp_path, ["signals.test/story"])
+
+    record = {p["url"]: p for p in out.pages()}[key(web, "signals.test/story")]
+    assert record["language"] == "en" and record["languageConfidence"] >= 0.5
+    assert record["textWords"] == 3 * len(english[0].split())
+    assert record["textChars"] >= 3 * len(english[0])
+    assert 0.0 < record["boilerplateRatio"] < 1.0  # the title and the links list
+    headers: dict[str, str] = {}
+    for path in sorted(blob_root(out.settings).glob("*-text-*.warc.gz")):
+        with path.open("rb") as fh:
+            for rec in ArchiveIterator(fh):
+                if rec.rec_headers.get_header("WARC-Target-URI") == record["url"]:
+                    headers = dict(rec.rec_headers.headers)
+    assert headers["WARC-Identified-Content-Language"] == "en"
+    assert headers["Crawler-Text-Words"] == str(record["textWords"])
+    assert headers["Crawler-Text-Chars"] == str(record["textChars"])
+    assert float(headers["Crawler-Boilerplate-Ratio"]) == pytest.approx(
+        record["boilerplateRatio"], abs=1e-4)

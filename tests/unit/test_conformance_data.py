@@ -15,7 +15,7 @@ DATA = ROOT / "tests" / "conformance"
 
 def _listed_files() -> list[str]:
     text = (DATA / "README.md").read_text(encoding="utf-8")
-    return sorted(set(re.findall(r"`((?:robots|url)/[\w.\-]+\.json)`", text)))
+    return sorted(set(re.findall(r"`((?:robots|url|article-extraction)/[\w.\-]+\.json)`", text)))
 
 
 def test_every_data_file_is_listed_with_its_source() -> None:

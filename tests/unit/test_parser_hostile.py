@@ -166,3 +166,23 @@ def test_random_bytes_never_raise(body: bytes) -> None:
     parsed = extract(doc, BASE)
     assert len(parsed.links) <= 5000
     assert isinstance(main_text(doc), str)
+
+
+def test_nested_boilerplate_and_root_names_within_the_budget() -> None:
+    """The main-text heuristics measure the text of every element named like
+    boilerplate or a content root, and walk every paragraph's ancestors: nested, as deep
+    as the guard lets a page through, they stay bounded."""
+    depth = 400
+    comments = ('<div class="comment">reply words ' * depth + "</div>" * depth)
+    roots = ('<div class="entry-content"><p>a paragraph long enough to count</p>' * depth
+             + "</div>" * depth)
+    paragraphs = ("<section>" * depth + "<p>a paragraph long enough to count</p>" * 20_000
+                  + "</section>" * depth)
+    texts = []
+    for source in (comments, roots, paragraphs):
+        doc = parse_document("<body>" + source)
+        assert not doc.flattened and uses_main_content(doc)
+        texts.append(main_text(doc))
+    assert "reply words" not in texts[0]  # a page of nothing but comments
+    assert texts[1].count("a paragraph long enough") == depth
+    assert texts[2].count("a paragraph long enough") == 20_000
