@@ -49,6 +49,7 @@ from common.messages import (
     LinkKind,
     Reason,
     StatusUpdate,
+    TaskKind,
     Topic,
     UrlStatus,
 )
@@ -70,10 +71,12 @@ from frontier.policy import (
     TrapRules,
     apply_host_control,
     apply_result,
+    listed_change,
     path_blocked,
     politeness_delay,
     refresh_at,
     refreshed,
+    sitemap_reason,
     trap_reason,
 )
 from frontier.scope import SeedRegistry
@@ -433,8 +436,11 @@ class Frontier:
                 continue
             taken.add(url)
             row = UrlState(host=host, url=url, depth=link.depth, priority=link.priority,
-                           hops=link.hops, source=link.source, discovered_at=now)
-            reason = trap_reason(url, host, link.depth, self.rules, self._blocked_paths)
+                           hops=link.hops, source=link.source, discovered_at=now,
+                           kind=TaskKind.SITEMAP if link.kind is LinkKind.SITEMAP else None,
+                           lastmod=link.lastmod)
+            reason = (sitemap_reason(link, self.settings)
+                      or trap_reason(url, host, link.depth, self.rules, self._blocked_paths))
             if reason is None and link.kind is not LinkKind.SEED and limits(self.scope):
                 why = await self.seed_roots.verdict(url, host, self.scope, reread)
                 if why is not None:
@@ -462,6 +468,8 @@ class Frontier:
             self.seen.add(row.url)
         self.counters.known += len(rows) - len(inserted)
         queued: dict[str, float] = {}
+        if len(inserted) < len(rows):
+            await self._listed_again(rows, inserted, now, queued)
         for row in inserted:
             if row.status is UrlStatus.QUEUED:
                 self.counters.accepted += 1
@@ -482,6 +490,25 @@ class Frontier:
                 self._schedule(host, slot, max(slot.state.next_allowed_at, due))
         for host, links in forward.items():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
+
+    async def _listed_again(self, rows: list[UrlState], inserted: list[UrlState],
+                            now: float, queued: dict[str, float]) -> None:
+        """URLs a sitemap listed with a lastmod that the store already held: a stored
+        page changed since its fetch is queued for a refresh (its host goes into
+        ``queued``), an unchanged one keeps the lastmod (see ``listed_change``)."""
+        new = {(r.host, r.url) for r in inserted}
+        for row in rows:
+            if row.lastmod is None or (row.host, row.url) in new:
+                continue
+            async with self._hosts.hold(row.host):
+                stored = await self.store.get_url(row.host, row.url)
+                changed = None if stored is None else listed_change(stored, row.lastmod, now)
+                if changed is None:
+                    continue
+                await self.store.put_url(changed)
+            if changed.status is UrlStatus.QUEUED:
+                self.counters.refreshed += 1
+                queued[row.host] = now
 
     async def _record_seeds(self, links: Iterable[Link]) -> None:
         """Record the seed roots of the depth-0 links of owned hosts (seeds and their
@@ -905,7 +932,9 @@ class Frontier:
                              priority=row.priority, attempt=row.attempts, hops=row.hops,
                              etag=row.etag, last_modified=row.last_modified,
                              previous_fetch_at=row.last_fetch_at,
-                             previous_record=row.record, delay=delay, issued_at=now)
+                             previous_record=row.record, delay=delay, issued_at=now,
+                             kind=row.kind or TaskKind.PAGE,
+                             source=row.source if row.kind is TaskKind.SITEMAP else None)
             await self.bus.publish(Topic.FETCH, host, task)
         except BaseException:
             # The task may have gone out or not. The row goes back to the head with its
@@ -1050,12 +1079,16 @@ def _with_verdict(row: UrlState, msg: StatusUpdate) -> None:
         row.duplicate_of = msg.duplicate_of
     if msg.simhash is not None:
         row.simhash = msg.simhash
+    if msg.detail is not None:
+        row.detail = msg.detail
 
 
 def _replay_result(row: UrlState) -> FetchResult:
     """A FetchResult rebuilt from a FETCHED row, to hand it to the parser again."""
     task = FetchTask(task_id="replay", url=row.url, host=row.host, depth=row.depth,
-                     priority=row.priority, attempt=row.attempts, hops=row.hops)
+                     priority=row.priority, attempt=row.attempts, hops=row.hops,
+                     kind=row.kind or TaskKind.PAGE,
+                     source=row.source if row.kind is TaskKind.SITEMAP else None)
     return FetchResult(task=task, outcome=FetchOutcome.OK, status=row.http_status or 200,
                        fetched_at=row.last_fetch_at or 0.0, record=row.record,
                        content_hash=row.content_hash, duplicate_of=row.duplicate_of,
