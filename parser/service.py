@@ -217,6 +217,10 @@ def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) ->
     """Page work: read the stored sitemap file and the URLs it lists."""
     task = result.task
     stored = ctx.recall(record) or read_response(ctx.blobs, record)
+    if stored.record_type == "revisit" and not stored.body:
+        # the same bytes as this URL's last capture (a server without validators): its
+        # URLs were offered when that one was read
+        return SitemapRead(form="unchanged", problem="the same as its last capture")
     sm = ctx.settings.sitemaps
     return read_sitemap(stored.body, task.url, now=result.fetched_at or time.time(),
                         vouched=vouched_hosts(task.source), max_urls=sm.max_urls,

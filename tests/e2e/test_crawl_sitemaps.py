@@ -93,7 +93,9 @@ async def test_probe_and_unchanged_pages_not_refetched(tmp_path: Path) -> None:
                 Page(path="/", words=80, links=("/linked",)),
                 Page(path="/linked", words=80),
                 Page(path="/old", words=80), Page(path="/undated", words=80),
-                Page(path="/sitemap.xml", content_type="application/xml",
+                # no validators: the refresh gets the same bytes again with a 200
+                Page(path="/sitemap.xml", content_type="application/xml", etag=False,
+                     last_modified=False,
                      sitemap=Sitemap(entries=("/old", "/undated"), lastmod=("2024-01-01",))),
                 robots=Robots())
     async with SimWeb(scenario(site), dns=True) as web:
@@ -103,13 +105,17 @@ async def test_probe_and_unchanged_pages_not_refetched(tmp_path: Path) -> None:
             "/": 1, "/linked": 1, "/sitemap.xml": 1, "/old": 1, "/undated": 1}
         web.log.clear()
         await asyncio_sleep(0.6)  # every stored page is due again
-        await resume(first)
+        second = await resume(first)
         again = Counter(paths(hits(web, "probe.test")))
 
     # the page whose lastmod is older than its stored copy is not fetched again; the
     # others (no lastmod) and the sitemap itself are refreshed
     assert "/old" not in again, again
     assert again["/undated"] == 1 and again["/"] == 1 and again["/sitemap.xml"] == 1
+    # the sitemap came back byte for byte (a revisit record): read as unchanged
+    refreshed = second.row(key(web, "probe.test/sitemap.xml"))
+    assert (refreshed.status, refreshed.reason) == (UrlStatus.DONE, Reason.SITEMAP)
+    assert refreshed.detail is not None and "same as its last capture" in refreshed.detail
 
 
 async def asyncio_sleep(seconds: float) -> None:
