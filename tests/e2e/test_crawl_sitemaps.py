@@ -132,3 +132,48 @@ async def test_sitemaps_off(tmp_path: Path) -> None:
     async with SimWeb(scenario(site), dns=True) as web:
         await run(web, tmp_path, ["quiet.test/"], sitemaps={"enabled": False})
         assert paths(hits(web, "quiet.test")) == ["/"]
+
+
+@pytest.mark.timeout(120)
+async def test_sitemaps_through_the_cluster_fetchers_inline_judge(tmp_path: Path) -> None:
+    # Cluster mode's composition on the embedded adapters: the fetcher parses and
+    # judges what it stored (crawler/inline.py) and the verdict travels with the fetch
+    # result, so the parser and dedup consumers see nothing to do. Kafka and Cassandra
+    # are not needed to run the stage code a cluster fetcher runs.
+    from crawler.embedded import EmbeddedCrawler
+    from crawler.inline import page_judge
+    from tests.e2e.crawl_support import absolute, read_state, settings_for
+
+    async with SimWeb(sitemaps(), dns=True) as web:
+        settings = settings_for(web, tmp_path)
+        crawler = EmbeddedCrawler(settings)
+        crawler.fetcher.judge = page_judge(settings, crawler.bus, crawler.store,
+                                           crawler.blobs, crawler.archive,
+                                           crawler.work.lane("parse"), crawler.metrics)
+        await crawler.start()
+        try:
+            await crawler.frontier.seed([absolute(web, s) for s in SEEDS])
+            await crawler.wait()
+            parsed_by_stage = crawler.parser.parsed
+        finally:
+            await crawler.close()
+        maps = Counter(paths(hits(web, "maps.test")))
+        hostile = Counter(paths(hits(web, "hostile.test")))
+        victim = web.log.records("victim.test")
+        rows, _ = await read_state(settings)
+
+    assert parsed_by_stage == 0  # every page and sitemap was judged by its fetcher
+    for n in range(1, SITEMAP_ORPHANS + 1):
+        assert maps[f"/orphan/{n}"] == 1
+    assert maps["/fresh/3"] == 1 and maps["/text/2"] == 1 and maps["/cross/1"] == 1
+    assert "/rogue/1" not in maps and victim == []
+    assert hostile["/m/1"] == 1 and hostile["/h/1"] == 1 and "/b/1" not in hostile
+
+    def reason(where: str) -> Reason | None:
+        return rows[key(web, where)].reason
+
+    assert reason("maps.test/sitemap_index.xml") is Reason.SITEMAP
+    assert reason("hostile.test/bad/bomb.xml") is Reason.SITEMAP_INVALID
+    assert reason("hostile.test/bad/huge.xml.gz") is Reason.SITEMAP_CAPPED
+    assert reason("hostile.test/bad/deeper2.xml") is Reason.SITEMAP_DEPTH
+    assert all(r.status in (UrlStatus.DONE, UrlStatus.REJECTED) for r in rows.values())
