@@ -76,6 +76,7 @@ from frontier.policy import (
     politeness_delay,
     refresh_at,
     refreshed,
+    sitemap_links,
     sitemap_reason,
     trap_reason,
 )
@@ -549,6 +550,9 @@ class Frontier:
                     await self.store.put_host(slot.state)
             if slot is not None:
                 self._schedule(task.host, slot, slot.state.next_allowed_at)
+            if result.sitemaps:  # the robots.txt it read is not read again for a while
+                await self._publish_links(sitemap_links(result.sitemaps, task.url,
+                                                        self.settings))
             return
         slot = slot or await self._slot(task.host)
         effect = apply_result(result, row, slot.state, self.settings, now, self.delay_overrides)
@@ -571,18 +575,21 @@ class Frontier:
         if effect.dead:
             self.metrics.dead_urls.inc()
         if effect.follow:
-            by_host: dict[str, list[Link]] = {}
-            for link in effect.follow:
-                try:
-                    target = urls.canonicalize(link.url, tracking=self.tracking)
-                    by_host.setdefault(urls.host_key(target), []).append(
-                        msgspec.structs.replace(link, url=target))
-                except urls.UrlError:
-                    self.counters.invalid += 1
-            for host, links in by_host.items():
-                await self.bus.publish(Topic.DISCOVERED, host,
-                                       Discovered(host=host, links=links))
+            await self._publish_links(effect.follow)
         self._schedule(task.host, slot, slot.state.next_allowed_at)
+
+    async def _publish_links(self, follow: list[Link]) -> None:
+        """Offer links (redirect targets, sitemaps robots.txt named) to their owners."""
+        by_host: dict[str, list[Link]] = {}
+        for link in follow:
+            try:
+                target = urls.canonicalize(link.url, tracking=self.tracking)
+                by_host.setdefault(urls.host_key(target), []).append(
+                    msgspec.structs.replace(link, url=target))
+            except urls.UrlError:
+                self.counters.invalid += 1
+        for host, links in by_host.items():
+            await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
 
     async def _on_status(self, msg: StatusUpdate) -> None:
         row = await self.store.get_url(msg.host, msg.url)

@@ -262,3 +262,59 @@ def test_listed_again() -> None:
     dup = listed_change(_stored(reason=Reason.DUPLICATE), 2000.0, 5000.0)
     assert dup is not None and dup.status is UrlStatus.DONE
     assert listed_change(_stored(status=UrlStatus.QUEUED), 2000.0, 5000.0) is None
+
+
+# -- messages: the new fields have defaults, so older messages decode ------------------
+
+def test_messages_without_the_sitemap_fields_decode() -> None:
+    import msgspec
+
+    from common.messages import (
+        Discovered,
+        FetchResult,
+        FetchTask,
+        MessageError,
+        ParsedPage,
+        StatusUpdate,
+        TaskKind,
+        decode,
+    )
+
+    task = {"v": 1, "task_id": "t", "url": "http://a.test/", "host": "a.test"}
+    got = decode(FetchTask, msgspec.json.encode(task))
+    assert got.kind is TaskKind.PAGE and got.source is None
+    result = decode(FetchResult, msgspec.json.encode(
+        {"v": 1, "task": task, "outcome": "ok"}))
+    assert result.sitemaps == []
+    link = decode(Discovered, msgspec.json.encode(
+        {"v": 1, "host": "a.test", "links": [{"url": "http://a.test/"}]})).links[0]
+    assert link.lastmod is None
+    page = decode(ParsedPage, msgspec.json.encode(
+        {"v": 1, "url": "http://a.test/", "host": "a.test", "depth": 0, "priority": 1,
+         "status": 200, "fetched_at": 1.0, "content_hash": None, "simhash": None}))
+    assert page.kind is TaskKind.PAGE and page.reason is None and page.detail is None
+    status = decode(StatusUpdate, msgspec.json.encode(
+        {"v": 1, "url": "http://a.test/", "host": "a.test", "status": "done"}))
+    assert status.detail is None
+    with pytest.raises(MessageError):
+        decode(Discovered, msgspec.json.encode(
+            {"v": 1, "host": "a.test", "links": [{"url": "http://a.test/", "lastmod": -1}]}))
+    with pytest.raises(MessageError):
+        decode(FetchTask, msgspec.json.encode({**task, "kind": "executable"}))
+
+
+def test_robots_sitemaps_become_sitemap_links_of_the_result() -> None:
+    from common.messages import FetchOutcome, FetchResult, FetchTask
+    from common.ports import HostState
+    from frontier.policy import apply_result
+
+    task = FetchTask(task_id="t", url="http://a.test:81/page", host="a.test:81")
+    result = FetchResult(task=task, outcome=FetchOutcome.ROBOTS_BLOCKED, robots_fetched=True,
+                         fetched_at=10.0, sitemaps=["http://a.test:81/s.xml",
+                                                    "http://cdn.test/a.xml"])
+    row = UrlState(host="a.test:81", url=task.url, status=UrlStatus.IN_FLIGHT, attempts=1)
+    effect = apply_result(result, row, HostState(host="a.test:81"), Settings(), 10.0)
+    assert effect.row.reason is Reason.ROBOTS  # the page's own outcome is unchanged
+    assert [(lk.url, lk.kind, lk.depth, lk.priority, lk.source) for lk in effect.follow] == [
+        ("http://a.test:81/s.xml", LinkKind.SITEMAP, 1, 0, "http://a.test:81/robots.txt"),
+        ("http://cdn.test/a.xml", LinkKind.SITEMAP, 1, 0, "http://a.test:81/robots.txt")]
