@@ -55,7 +55,9 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 # conversion records remembered per response record, so that a page delivered again
 # gets no second one (about 300 bytes each)
 TEXT_MEMORY = 50_000
-MAX_LINKS_PER_MESSAGE = 2_000  # URLs of a sitemap per Discovered message (well under 1 MB)
+MAX_LINKS_PER_MESSAGE = 2_000  # URLs of a sitemap per Discovered message
+MAX_MESSAGE_BYTES = 512 * 1024  # and about this many bytes of JSON (Kafka takes 1 MB)
+LINK_OVERHEAD = 120  # bytes of a link's JSON besides its URL and source
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +197,10 @@ class ParserStage:
 
     async def _publish(self, links: list[Link]) -> None:
         """Links to the frontier: one message per bus partition and up to
-        :data:`MAX_LINKS_PER_MESSAGE` links, keyed by a host of the partition."""
+        :data:`MAX_LINKS_PER_MESSAGE` links or about :data:`MAX_MESSAGE_BYTES`, keyed by
+        a host of the partition."""
         groups: dict[int, tuple[str, list[Link]]] = {}
+        sizes: dict[int, int] = {}
         for link in links:
             try:
                 host = urls.host_key(link.url)
@@ -205,8 +209,12 @@ class ParserStage:
             partition = self.bus.partition_of(Topic.DISCOVERED, host)
             group = groups.setdefault(partition, (host, []))
             group[1].append(link)
-            if len(group[1]) >= MAX_LINKS_PER_MESSAGE:
-                del groups[partition]
+            # a generous estimate of the link's JSON (URLs may be 2 KB each)
+            sizes[partition] = (sizes.get(partition, 0) + len(link.url)
+                                + len(link.source or "") + LINK_OVERHEAD)
+            if (len(group[1]) >= MAX_LINKS_PER_MESSAGE
+                    or sizes[partition] >= MAX_MESSAGE_BYTES):
+                del groups[partition], sizes[partition]
                 await self.bus.publish(Topic.DISCOVERED, group[0],
                                        Discovered(host=group[0], links=group[1]))
         for host, batch in groups.values():

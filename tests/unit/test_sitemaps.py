@@ -6,6 +6,7 @@ import datetime as dt
 import gzip
 import time
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -318,3 +319,51 @@ def test_robots_sitemaps_become_sitemap_links_of_the_result() -> None:
     assert [(lk.url, lk.kind, lk.depth, lk.priority, lk.source) for lk in effect.follow] == [
         ("http://a.test:81/s.xml", LinkKind.SITEMAP, 1, 0, "http://a.test:81/robots.txt"),
         ("http://cdn.test/a.xml", LinkKind.SITEMAP, 1, 0, "http://a.test:81/robots.txt")]
+
+
+async def test_listed_urls_go_out_in_messages_under_the_kafka_limit(tmp_path: Path) -> None:
+    import msgspec
+
+    from common.adapters.local_blobs import LocalBlobStore
+    from common.adapters.memory_bus import MemoryBus
+    from common.archive import ArchiveWriter
+    from common.messages import (
+        Discovered,
+        FetchOutcome,
+        FetchResult,
+        FetchTask,
+        TaskKind,
+        Topic,
+    )
+    from common.pagework import ThreadPageWork, WorkContext
+    from common.settings import BusSettings
+    from parser.service import ParserStage
+
+    # 3,000 URLs of 1.9 KB: 5.7 MB of links from one sitemap
+    body = urlset(*((f"http://a.test/{n}/{'x' * 1900}", None) for n in range(3000)))
+    settings = Settings()
+    blobs = LocalBlobStore(str(tmp_path), writer_id="t", fsync=False)
+    archive = ArchiveWriter(blobs, software="test")
+    written = archive.write_exchange(
+        url="http://a.test/s.xml", method="GET", request_headers=[], status=200,
+        reason="OK", response_headers=[("Content-Type", "application/xml")], body=body,
+        fetched_at=NOW, ip=None)
+    bus = MemoryBus(BusSettings(), partitions=4)
+    sent: list[bytes] = []
+    original = bus.publish
+
+    async def publish(topic: Topic, key: str, message: Discovered) -> None:
+        sent.append(msgspec.json.encode(message))  # what Kafka would be handed
+        await original(topic, key, message)
+
+    bus.publish = publish  # type: ignore[method-assign]
+    stage = ParserStage(settings, bus, blobs, archive,
+                        work=ThreadPageWork(WorkContext(settings, blobs, archive)))
+    task = FetchTask(task_id="t", url="http://a.test/s.xml", host="a.test",
+                     kind=TaskKind.SITEMAP, depth=1)
+    page = await stage.parse(FetchResult(task=task, outcome=FetchOutcome.OK, fetched_at=NOW,
+                                         record=written.pointer), written.pointer)
+    assert page.kind is TaskKind.SITEMAP and page.reason is Reason.SITEMAP
+    assert page.links == [] and page.detail is not None and "3000 URLs" in page.detail
+    assert sum(len(msgspec.json.decode(m)["links"]) for m in sent) == 3000
+    assert max(len(m) for m in sent) < 1_000_000 and len(sent) > 5
