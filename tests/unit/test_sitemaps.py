@@ -328,10 +328,10 @@ async def test_listed_urls_go_out_in_messages_under_the_kafka_limit(tmp_path: Pa
     from common.adapters.memory_bus import MemoryBus
     from common.archive import ArchiveWriter
     from common.messages import (
-        Discovered,
         FetchOutcome,
         FetchResult,
         FetchTask,
+        Message,
         TaskKind,
         Topic,
     )
@@ -352,11 +352,11 @@ async def test_listed_urls_go_out_in_messages_under_the_kafka_limit(tmp_path: Pa
     sent: list[bytes] = []
     original = bus.publish
 
-    async def publish(topic: Topic, key: str, message: Discovered) -> None:
+    async def publish(topic: Topic, key: str, message: Message) -> None:
         sent.append(msgspec.json.encode(message))  # what Kafka would be handed
         await original(topic, key, message)
 
-    bus.publish = publish  # type: ignore[method-assign]
+    bus.publish = publish  # type: ignore[method-assign]  # a spy; the real publish runs
     stage = ParserStage(settings, bus, blobs, archive,
                         work=ThreadPageWork(WorkContext(settings, blobs, archive)))
     task = FetchTask(task_id="t", url="http://a.test/s.xml", host="a.test",
