@@ -367,3 +367,12 @@ async def test_listed_urls_go_out_in_messages_under_the_kafka_limit(tmp_path: Pa
     assert page.links == [] and page.detail is not None and "3000 URLs" in page.detail
     assert sum(len(msgspec.json.decode(m)["links"]) for m in sent) == 3000
     assert max(len(m) for m in sent) < 1_000_000 and len(sent) > 5
+
+
+def test_cassandra_url_state_has_the_sitemap_columns() -> None:
+    # the Cassandra store adds missing columns to an existing table when it opens
+    from common.adapters import cassandra_store
+
+    assert set(cassandra_store._URLS.columns) == set(cassandra_store._URL_COLUMNS)
+    assert cassandra_store._URL_COLUMNS["kind"] == "text"
+    assert cassandra_store._URL_COLUMNS["lastmod"] == "double"
