@@ -211,13 +211,14 @@ def sitemap_reason(link: Link, settings: Settings) -> Reason | None:
 
 
 def listed_change(row: UrlState, lastmod: float | None, now: float) -> UrlState | None:
-    """A stored page (DONE) that a sitemap lists again with ``lastmod``: the row to
-    write, or None when nothing changes. A page changed since its stored copy was
-    fetched (lastmod later than that fetch) is queued for a refresh now; otherwise the
-    lastmod is kept, so the page is not refetched while it stays unchanged."""
-    if lastmod is None or row.lastmod == lastmod or row.status is not UrlStatus.DONE:
+    """A URL the store holds that a sitemap lists again with ``lastmod``: the row to
+    write, or None when nothing changes. A stored page (DONE with a record, kept or
+    not modified) changed since its copy was fetched (lastmod later than that fetch)
+    is queued for a refresh now; otherwise only the lastmod is recorded, so a page
+    that stays unchanged is not refetched."""
+    if lastmod is None or row.lastmod == lastmod:
         return None
-    stored = (row.record is not None and row.last_fetch_at is not None
+    stored = (row.status is UrlStatus.DONE and row.record is not None
               and row.reason in (None, Reason.NOT_MODIFIED))
     if stored and row.last_fetch_at is not None and lastmod > row.last_fetch_at:
         return msgspec.structs.replace(refreshed(row, now), lastmod=lastmod)

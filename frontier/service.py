@@ -431,7 +431,8 @@ class Frontier:
                 continue
             if url in taken:
                 continue
-            if url in self.seen and not retry:
+            # a sitemap's lastmod for a known URL is news: it goes on to the store
+            if url in self.seen and not retry and link.lastmod is None:
                 self.counters.seen_skipped += 1
                 self.metrics.seen_filter_skips.inc()
                 continue
@@ -496,17 +497,23 @@ class Frontier:
                             now: float, queued: dict[str, float]) -> None:
         """URLs a sitemap listed with a lastmod that the store already held: a stored
         page changed since its fetch is queued for a refresh (its host goes into
-        ``queued``), an unchanged one keeps the lastmod (see ``listed_change``)."""
+        ``queued``); otherwise the lastmod is recorded, whatever the row's status (see
+        ``listed_change``)."""
         new = {(r.host, r.url) for r in inserted}
         for row in rows:
             if row.lastmod is None or (row.host, row.url) in new:
                 continue
             async with self._hosts.hold(row.host):
+                # under the host's lock: no dispatch or result writes the row meanwhile
                 stored = await self.store.get_url(row.host, row.url)
                 changed = None if stored is None else listed_change(stored, row.lastmod, now)
                 if changed is None:
                     continue
                 await self.store.put_url(changed)
+                slot = self._slots.get(row.host)
+                for held in slot.head if slot is not None else ():
+                    if held.url == row.url:  # the queue head's copy is written at dispatch
+                        held.lastmod = changed.lastmod
             if changed.status is UrlStatus.QUEUED:
                 self.counters.refreshed += 1
                 queued[row.host] = now

@@ -196,7 +196,8 @@ def build_sitemaps() -> Scenario:
             lastmod=("2024-03-01", "2024-03-02T10:00:00+00:00"))),
         Page(path="/sitemaps/pages.xml", content_type=XML, sitemap=Sitemap(
             entries=(*orphans, "/", "http://victim.test/stolen"),
-            lastmod=("2024-01-01", "2024-01-02", "2024-01-03T08:00:00Z", "2024-01"))),
+            lastmod=("2024-01-01", "2024-01-02", "2024-01-03T08:00:00Z", "2024-01",
+                     "2024-01-05"))),
         Page(path="/sitemaps/fresh.xml.gz", content_type="application/gzip",
              sitemap=Sitemap(entries=tuple(fresh), lastmod=("2024-02-01",) * 3, gzip=True)),
         Page(path="/sitemaps/list.txt", content_type="text/plain; charset=utf-8",

@@ -59,6 +59,10 @@ async def test_sitemaps_lead_to_every_listed_page(tmp_path: Path) -> None:
     assert orphan.lastmod == dt.datetime(2024, 1, 1, tzinfo=dt.UTC).timestamp()
     assert orphan.priority == 2 and orphan.kind is None
     assert out.row(key(web, "maps.test/about")).priority == 1  # a link
+    # the home page, fetched as a seed before its sitemap was read, got its lastmod too
+    home = out.row(key(web, "maps.test/"))
+    assert home.lastmod == dt.datetime(2024, 1, 5, tzinfo=dt.UTC).timestamp()
+    assert home.priority == 0
 
     # hostile sitemaps: recorded outcomes, and only what they validly listed fetched
     assert hostile["/m/1"] == 1  # listed before the malformed cut

@@ -259,10 +259,12 @@ def test_listed_again() -> None:
     assert changed is not None and changed.status is UrlStatus.QUEUED
     assert changed.next_fetch_at == 5000.0 and changed.lastmod == 2000.0
     assert changed.record is not None  # kept for the conditional GET and revisit
-    # a duplicate stays closed; a queued row is left to its fetch
+    # a duplicate stays closed; a queued row only records the lastmod
     dup = listed_change(_stored(reason=Reason.DUPLICATE), 2000.0, 5000.0)
-    assert dup is not None and dup.status is UrlStatus.DONE
-    assert listed_change(_stored(status=UrlStatus.QUEUED), 2000.0, 5000.0) is None
+    assert dup is not None and dup.status is UrlStatus.DONE and dup.lastmod == 2000.0
+    queued = listed_change(_stored(status=UrlStatus.QUEUED), 2000.0, 5000.0)
+    assert queued is not None and queued.status is UrlStatus.QUEUED
+    assert queued.lastmod == 2000.0 and queued.next_fetch_at == 0.0
 
 
 # -- messages: the new fields have defaults, so older messages decode ------------------
