@@ -514,8 +514,9 @@ class Frontier:
                 for held in slot.head if slot is not None else ():
                     if held.url == row.url:  # the queue head's copy is written at dispatch
                         held.lastmod = changed.lastmod
-            if changed.status is UrlStatus.QUEUED:
-                self.counters.refreshed += 1
+            if (changed.status is UrlStatus.QUEUED and stored is not None
+                    and stored.status is not UrlStatus.QUEUED):
+                self.counters.refreshed += 1  # a stored page its sitemap says changed
                 queued[row.host] = now
 
     async def _record_seeds(self, links: Iterable[Link]) -> None:

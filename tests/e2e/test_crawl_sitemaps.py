@@ -181,3 +181,41 @@ async def test_sitemaps_through_the_cluster_fetchers_inline_judge(tmp_path: Path
     assert reason("hostile.test/bad/huge.xml.gz") is Reason.SITEMAP_CAPPED
     assert reason("hostile.test/bad/deeper2.xml") is Reason.SITEMAP_DEPTH
     assert all(r.status in (UrlStatus.DONE, UrlStatus.REJECTED) for r in rows.values())
+
+
+@pytest.mark.timeout(120)
+async def test_a_newer_lastmod_refreshes_the_page_at_once(tmp_path: Path) -> None:
+    # Two crawls of one output folder. The second serves the same site, except that
+    # the sitemap now says /changed changed after the first crawl fetched it.
+    import asyncio
+
+    from simweb.model import Sitemap
+
+    def site(changed_at: str) -> Page:
+        return Page(path="/sitemap.xml", content_type="application/xml", sitemap=Sitemap(
+            entries=("/changed", "/same"), lastmod=(changed_at, "2024-01-01")))
+
+    def web_of(sitemap: Page) -> list[Page]:
+        return [Page(path="/", words=80), Page(path="/changed", words=80),
+                Page(path="/same", words=80), sitemap]
+
+    robots = Robots(sitemaps=("http://fresh.test/sitemap.xml",))
+    first_site = host("fresh.test", *web_of(site("2024-01-01")), robots=robots)
+    async with SimWeb(scenario(first_site), dns=True) as web:
+        port = web.port
+        await run(web, tmp_path, ["fresh.test/"], crawl={"recrawl_interval": 0.5})
+        assert Counter(paths(hits(web, "fresh.test"))) == {
+            "/": 1, "/sitemap.xml": 1, "/changed": 1, "/same": 1}
+    await asyncio.sleep(0.6)  # the sitemap and the home page are due again
+    changed_at = dt.datetime.now(dt.UTC).isoformat()
+    second_site = host("fresh.test", *web_of(site(changed_at)), robots=robots)
+    async with SimWeb(scenario(second_site), dns=True, port=port) as web:
+        second = await run(web, tmp_path, [], crawl={"recrawl_interval": 0.5})
+        again = Counter(paths(hits(web, "fresh.test")))
+
+    # /same: its lastmod is older than its copy, so neither the interval nor the
+    # sitemap brings it back; /changed: the sitemap read again says it changed
+    assert again == {"/": 1, "/sitemap.xml": 1, "/changed": 1}, again
+    row = second.row(key(web, "fresh.test/changed"))
+    assert row.status is UrlStatus.DONE and row.lastmod is not None
+    assert row.last_fetch_at is not None and row.last_fetch_at >= row.lastmod
