@@ -378,3 +378,33 @@ def test_cassandra_url_state_has_the_sitemap_columns() -> None:
     assert set(cassandra_store._URLS.columns) == set(cassandra_store._URL_COLUMNS)
     assert cassandra_store._URL_COLUMNS["kind"] == "text"
     assert cassandra_store._URL_COLUMNS["lastmod"] == "double"
+
+
+def test_simulated_web_sitemaps_read_back() -> None:
+    from simweb.scenarios import sitemaps
+    from simweb.site import SimRequest, Site
+
+    site = Site(sitemaps(), port=8123)
+
+    def read(host: str, path: str, **kw: object) -> tuple[str, list[str], Reason]:
+        reply = site.respond(SimRequest(host, path))
+        assert reply.status == 200
+        got = read_sitemap(reply.body, f"http://{host}:8123{path}", now=NOW, **kw)  # type: ignore[arg-type]
+        return got.form, [e.url for e in got.pages + got.sitemaps], got.reason
+
+    assert read("maps.test", "/sitemap_index.xml") == ("index", [
+        "http://maps.test:8123/sitemaps/pages.xml", "http://maps.test:8123/sitemaps/fresh.xml.gz",
+        "http://maps.test:8123/sitemaps/list.txt"], Reason.SITEMAP)
+    form, listed, reason = read("maps.test", "/sitemaps/fresh.xml.gz")
+    assert form == "urlset" and len(listed) == 3 and reason is Reason.SITEMAP
+    assert read("maps.test", "/sitemaps/list.txt")[0] == "text"
+    assert read("cdn.test", "/maps/sitemap.xml",
+                vouched=frozenset({"maps.test:8123"}))[1] == [
+        "http://maps.test:8123/cross/1", "http://cdn.test:8123/own/1"]
+    assert read("hostile.test", "/bad/bomb.xml")[2] is Reason.SITEMAP_INVALID
+    assert read("hostile.test", "/bad/malformed.xml")[1:] == (
+        ["http://hostile.test:8123/m/1"], Reason.SITEMAP_INVALID)
+    huge = site.respond(SimRequest("hostile.test", "/bad/huge.xml.gz")).body
+    assert len(huge) < 200_000
+    assert read("hostile.test", "/bad/huge.xml.gz")[1:] == (
+        ["http://hostile.test:8123/h/1"], Reason.SITEMAP_CAPPED)
