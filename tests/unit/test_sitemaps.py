@@ -210,8 +210,11 @@ def test_robots_sitemaps() -> None:
         "http://a.test/s.xml", "http://a.test/rel.xml"]
     assert robots_sitemaps([], robots, probe=True) == ["http://a.test/sitemap.xml"]
     assert robots_sitemaps([], robots, probe=False) == []
-    many = [f"http://a.test/{n}.xml" for n in range(20)]
+    many = [f"http://a.test/{n}.xml" for n in range(200)]
     assert len(robots_sitemaps(many, robots, probe=False, limit=5)) == 5
+    assert len(robots_sitemaps(many, robots, probe=False)) == 100
+    long = "http://a.test/" + "x" * 3000
+    assert robots_sitemaps([long, "/s.xml"], robots, probe=True) == ["http://a.test/s.xml"]
 
 
 def _settings(depth: int = 1) -> Settings:
