@@ -177,6 +177,7 @@ class ParserStage:
         except Exception as exc:  # a hostile file must end as a recorded outcome
             self.failed += 1
             self.metrics.parser.parse_failures.inc()
+            self.metrics.parser.sitemaps_read.labels("parse_error").inc()
             log.warning("reading the sitemap %s failed: %s", task.url, exc)
             return msgspec.structs.replace(base, error=f"{type(exc).__name__}: {exc}",
                                            timed_out=isinstance(exc, PageJobTimeoutError))
@@ -191,8 +192,13 @@ class ParserStage:
                        source=task.url, lastmod=e.lastmod) for e in read.pages]
         await self._publish(links)
         self.parsed += 1
-        self.metrics.parser.pages_parsed.inc()
-        self.metrics.parser.links_extracted.inc(len(links))
+        pm = self.metrics.parser
+        pm.pages_parsed.inc()
+        pm.links_extracted.inc(len(links))
+        pm.sitemaps_read.labels(read.reason.value).inc()
+        pm.sitemap_urls.labels("offered").inc(len(links))
+        pm.sitemap_urls.labels("other_host").inc(read.off_host)
+        pm.sitemap_urls.labels("invalid").inc(read.invalid)
         return msgspec.structs.replace(base, reason=read.reason, detail=read.summary())
 
     async def _publish(self, links: list[Link]) -> None:

@@ -159,6 +159,10 @@ async def test_sitemaps_through_the_cluster_fetchers_inline_judge(tmp_path: Path
             await crawler.frontier.seed([absolute(web, s) for s in SEEDS])
             await crawler.wait()
             parsed_by_stage = crawler.parser.parsed
+            registry = crawler.metrics.registry
+
+            def sample(name: str, **labels: str) -> float:
+                return registry.get_sample_value(name, labels) or 0.0
         finally:
             await crawler.close()
         maps = Counter(paths(hits(web, "maps.test")))
@@ -167,6 +171,12 @@ async def test_sitemaps_through_the_cluster_fetchers_inline_judge(tmp_path: Path
         rows, _ = await read_state(settings)
 
     assert parsed_by_stage == 0  # every page and sitemap was judged by its fetcher
+    read = "crawler_parser_sitemaps_read_total"
+    assert sample(read, outcome="sitemap_invalid") == 2  # malformed, entity bomb
+    assert sample(read, outcome="sitemap_capped") == 1  # over 50 MB
+    # index, pages, fresh, list, cdn's two, loop, deeper1
+    assert sample(read, outcome="sitemap") == 8
+    assert sample("crawler_parser_sitemap_urls_total", result="other_host") == 2
     for n in range(1, SITEMAP_ORPHANS + 1):
         assert maps[f"/orphan/{n}"] == 1
     assert maps["/fresh/3"] == 1 and maps["/text/2"] == 1 and maps["/cross/1"] == 1
