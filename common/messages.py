@@ -70,7 +70,15 @@ class LinkKind(enum.StrEnum):
     LINK = "link"
     REDIRECT = "redirect"
     CANONICAL = "canonical"
-    SITEMAP = "sitemap"
+    SITEMAP = "sitemap"  # a sitemap file (named by robots.txt or a sitemap index)
+    LISTED = "listed"  # a URL a sitemap lists
+
+
+class TaskKind(enum.StrEnum):
+    """What a fetched body is read as."""
+
+    PAGE = "page"  # a page: parsed as HTML (or text), deduplicated, its links followed
+    SITEMAP = "sitemap"  # a sitemap file (urlset, sitemap index or text): its URLs offered
 
 
 class FetchOutcome(enum.StrEnum):
@@ -136,6 +144,10 @@ class Reason(enum.StrEnum):
     PARSE_ERROR = "parse_error"
     PARSE_TIMEOUT = "parse_timeout"  # parsing ran over the page job time limit
     OUT_OF_SCOPE = "out_of_scope"  # outside the crawl scope (hosts, domains, paths)
+    SITEMAP = "sitemap"  # a sitemap file read whole; its URLs went to the frontier
+    SITEMAP_INVALID = "sitemap_invalid"  # not a sitemap, malformed XML, a DTD or entities
+    SITEMAP_CAPPED = "sitemap_capped"  # over 50,000 URLs or 50 MB: read up to the cap
+    SITEMAP_DEPTH = "sitemap_depth"  # a sitemap nested deeper in indexes than allowed
 
 
 def _check_simhash(value: int | None) -> None:
@@ -165,6 +177,8 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
     kind: LinkKind = LinkKind.LINK
     source: str | None = None  # the page it was found on
     hops: Hops = 0  # redirect hops that led here
+    # a URL a sitemap lists: its <lastmod>, as a Unix time (None: not given or unusable)
+    lastmod: Timestamp | None = None
 
 
 class Discovered(_Msg, frozen=True, kw_only=True):
@@ -191,6 +205,10 @@ class FetchTask(_Msg, frozen=True, kw_only=True):
     previous_record: RecordPointer | None = None  # the stored copy, for revisit records
     delay: Seconds = 1.0  # the host's politeness gap (seconds), also kept after robots.txt
     issued_at: Timestamp = 0.0
+    kind: TaskKind = TaskKind.PAGE  # how the body is read
+    # the URL's source: for a sitemap, the robots.txt that named it (or named the index
+    # that lists it), whose host the sitemap may list URLs of
+    source: str | None = None
 
 
 class StatusUpdate(_Msg, frozen=True, kw_only=True):
@@ -203,6 +221,7 @@ class StatusUpdate(_Msg, frozen=True, kw_only=True):
     duplicate_of: str | None = None
     simhash: SimHash | None = None
     content_hash: str | None = None
+    detail: str | None = None  # what the verdict rests on (a sitemap: what it held)
 
     def __post_init__(self) -> None:
         _check_simhash(self.simhash)
@@ -230,6 +249,9 @@ class FetchResult(_Msg, frozen=True, kw_only=True):
     duplicate_of: str | None = None  # URL whose identical body was stored first
     robots_crawl_delay: Seconds | None = None
     robots_fetched: bool = False  # this task also fetched robots.txt
+    # with robots_fetched: the sitemaps it names (or /sitemap.xml when it names none and
+    # CRAWLER_SITEMAPS_PROBE is on), for the frontier to queue
+    sitemaps: list[str] = msgspec.field(default_factory=list)
     error: str | None = None
     # the page's verdict, when the fetcher parsed and judged it itself (cluster mode
     # with parse_inline): the frontier applies it with the result, in one write
@@ -262,6 +284,9 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     duplicate_of: str | None = None  # set when the body was an exact duplicate
     error: str | None = None
     timed_out: bool = False  # the error is the page job time limit
+    kind: TaskKind = TaskKind.PAGE  # a sitemap: its URLs are already on the bus
+    reason: Reason | None = None  # a sitemap: how reading it ended (Reason.SITEMAP...)
+    detail: str | None = None  # a sitemap: what it held
 
     def __post_init__(self) -> None:
         _check_simhash(self.simhash)

@@ -231,6 +231,16 @@ class ParserMetrics:
         self.text_bytes = Counter(
             "crawler_parser_text_bytes_total", "Bytes of extracted text written.",
             registry=registry)
+        self.sitemaps_read = Counter(
+            "crawler_parser_sitemaps_read_total",
+            "Sitemap files read, by how reading ended (sitemap: whole; sitemap_invalid, "
+            "sitemap_capped, or parse_error when the read itself failed).", ["outcome"],
+            registry=registry)
+        self.sitemap_urls = Counter(
+            "crawler_parser_sitemap_urls_total",
+            "URLs in sitemaps, by what became of them (offered: pages and sitemaps sent "
+            "to the frontier; other_host: refused by the cross-submit rule; invalid).",
+            ["result"], registry=registry)
 
     @contextlib.contextmanager
     def time_parse(self) -> Iterator[None]:

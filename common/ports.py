@@ -18,7 +18,7 @@ from typing import Protocol
 
 import msgspec
 
-from common.messages import Message, Reason, RecordPointer, Topic, UrlStatus
+from common.messages import Message, Reason, RecordPointer, TaskKind, Topic, UrlStatus
 
 
 class UrlState(msgspec.Struct, kw_only=True):
@@ -46,6 +46,8 @@ class UrlState(msgspec.Struct, kw_only=True):
     duplicate_of: str | None = None
     revisit_interval: float | None = None
     record: RecordPointer | None = None
+    kind: TaskKind | None = None  # how its body is read; None: a page
+    lastmod: float | None = None  # the <lastmod> its sitemap last gave (Unix time)
 
 
 class HostState(msgspec.Struct, kw_only=True):

@@ -188,6 +188,27 @@ class FetcherSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SitemapSettings:
+    enabled: bool = _f(True, "Fetch the sitemaps robots.txt names (sitemaps.org protocol: "
+                       "urlset, sitemap index, text, gzip) and queue the URLs they list.")
+    probe: bool = _f(False, "Also try /sitemap.xml of a host whose robots.txt names no "
+                     "sitemap (one more request per host; most answer 404).")
+    priority: int = _f(2, "Priority level of the URLs a sitemap lists (seeds and sitemap "
+                       "files have the seed priority, links found on pages 1); capped at "
+                       "the lowest level.", minimum=0, maximum=99)
+    max_urls: int = _f(50_000, "URLs read from one sitemap file at most (the protocol's "
+                       "cap); the rest is left unread and the file recorded as "
+                       "sitemap_capped.", minimum=1)
+    max_bytes: int = _f(52_428_800, "Bytes of one sitemap file, after gzip decompression, "
+                        "read at most (the protocol's 50 MB); also the download cap of a "
+                        "sitemap.", minimum=1)
+    max_index_depth: int = _f(1, "Sitemap indexes nested at most this deep: 1 lets an index "
+                              "list sitemaps, whose own entries are then refused as "
+                              "sitemap_depth (the protocol does not nest indexes).",
+                              minimum=0, maximum=10)
+
+
+@dataclass(frozen=True, slots=True)
 class UrlSettings:
     tracking_params: tuple[str, ...] = _f(
         ("utm_*", "gclid", "fbclid", "msclkid", "dclid", "mc_cid", "mc_eid", "_ga", "yclid"),
@@ -299,6 +320,7 @@ class Settings:
     traps: TrapSettings = field(default_factory=TrapSettings)
     scope: ScopeSettings = field(default_factory=ScopeSettings)
     fetcher: FetcherSettings = field(default_factory=FetcherSettings)
+    sitemaps: SitemapSettings = field(default_factory=SitemapSettings)
     urls: UrlSettings = field(default_factory=UrlSettings)
     dedup: DedupSettings = field(default_factory=DedupSettings)
     store: StoreSettings = field(default_factory=StoreSettings)

@@ -31,6 +31,7 @@ from common.messages import (
     ParsedPage,
     Reason,
     StatusUpdate,
+    TaskKind,
     Topic,
     UrlStatus,
 )
@@ -131,6 +132,8 @@ class DedupStage:
         """The page's verdict: look it up among near-duplicates, publish its outlinks
         (when unique and followable) and its page record; the caller delivers the
         verdict to the frontier (topic status, or with the fetch result)."""
+        if page.kind is TaskKind.SITEMAP:
+            return sitemap_verdict(page)
         near_of: str | None = None
         reason: Reason | None = None
         if page.duplicate_of is not None:
@@ -197,6 +200,19 @@ class DedupStage:
             return
         for host, links in groups.values():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
+
+
+def sitemap_verdict(page: ParsedPage) -> StatusUpdate:
+    """A sitemap file's verdict: its URLs were offered when it was read; it is no page
+    (no near-duplicate check, no page record)."""
+    reason: Reason | None = page.reason or Reason.SITEMAP
+    if page.duplicate_of is not None:
+        reason = Reason.DUPLICATE
+    elif page.error is not None:
+        reason = Reason.PARSE_TIMEOUT if page.timed_out else Reason.PARSE_ERROR
+    return StatusUpdate(url=page.url, host=page.host, status=UrlStatus.DONE, reason=reason,
+                        duplicate_of=page.duplicate_of, content_hash=page.content_hash,
+                        detail=page.detail or page.error)
 
 
 def page_record(page: ParsedPage, near_of: str | None) -> PageRecord:

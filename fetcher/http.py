@@ -396,8 +396,10 @@ class HttpFetcher:
 
     async def fetch(self, url: str, *, etag: str | None = None,
                     last_modified: str | None = None,
-                    accept_types: Sequence[str] | None = None) -> Response:
-        """GET ``url`` once. Never raises for network, HTTP or content problems."""
+                    accept_types: Sequence[str] | None = None,
+                    cap: int | None = None) -> Response:
+        """GET ``url`` once. Never raises for network, HTTP or content problems.
+        ``accept_types`` and ``cap`` replace the settings' media types and body cap."""
         fs = self.settings.fetcher
         types = tuple(accept_types) if accept_types is not None else fs.allowed_content_types
         headers = {"Accept": accept_header(types)}
@@ -405,8 +407,8 @@ class HttpFetcher:
             headers["If-None-Match"] = value
         if (value := _clean_header_value(last_modified)) is not None:
             headers["If-Modified-Since"] = value
-        return await self._get(url, headers, check_types=types, cap=fs.max_body_bytes,
-                               truncate=False)
+        return await self._get(url, headers, check_types=types,
+                               cap=fs.max_body_bytes if cap is None else cap, truncate=False)
 
     async def fetch_robots(self, origin: str) -> RobotsResponse:
         """GET ``origin``/robots.txt, following up to five redirects (each hop guarded).

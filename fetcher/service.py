@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from common import urls
 from common.adapters.handling import dependency_down, while_down
 from common.archive import (
     ArchiveWriter,
@@ -43,6 +44,7 @@ from common.messages import (
     Reason,
     RecordPointer,
     StatusUpdate,
+    TaskKind,
     Topic,
     UrlStatus,
 )
@@ -50,6 +52,7 @@ from common.metrics import Metrics
 from common.pagework import PageWork, ThreadPageWork, WorkContext
 from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.settings import Settings
+from common.sitemaps import SITEMAP_MEDIA_TYPES, robots_sitemaps
 from fetcher.gate import HostGate
 from fetcher.http import HttpFetcher, Response
 from fetcher.robots_cache import RobotsCache, RobotsDecision
@@ -237,17 +240,41 @@ class FetcherStage:
                                   status=decision.status,
                                   error=decision.error
                                   or f"robots.txt status {decision.status}")
+        # a robots.txt read now names the host's sitemaps, for the frontier to queue
+        sitemaps = self._sitemaps_named(task, decision) if robots_fetched else []
         if not decision.allowed(task.url):
-            return _robots_result(task, decision, FetchOutcome.ROBOTS_BLOCKED)
+            result = _robots_result(task, decision, FetchOutcome.ROBOTS_BLOCKED)
+            return msgspec.structs.replace(result, sitemaps=sitemaps) if sitemaps else result
         if robots_fetched:
             await self.gate.wait(task.host, None, 0.0)
-        resp = await self.http.fetch(task.url, etag=task.etag, last_modified=task.last_modified)
+        if task.kind is TaskKind.SITEMAP:
+            # a sitemap: XML, gzip or text, up to the protocol's size
+            resp = await self.http.fetch(task.url, etag=task.etag,
+                                         last_modified=task.last_modified,
+                                         accept_types=SITEMAP_MEDIA_TYPES,
+                                         cap=self.settings.sitemaps.max_bytes)
+        else:
+            resp = await self.http.fetch(task.url, etag=task.etag,
+                                         last_modified=task.last_modified)
         self.counters.pages += 1
         # the response is kept here and its storing tried again while the store is
         # down: the server sees one request, whatever the outage
-        return await while_down(
+        result = await while_down(
             lambda: self._result(task, resp, robots_fetched, decision.crawl_delay),
             f"storing {task.url}")
+        return msgspec.structs.replace(result, sitemaps=sitemaps) if sitemaps else result
+
+    def _sitemaps_named(self, task: FetchTask, decision: RobotsDecision) -> list[str]:
+        """The sitemaps a robots.txt just read names (or /sitemap.xml when it names none
+        and probing is on); none when sitemaps are off or robots.txt is unavailable."""
+        sm = self.settings.sitemaps
+        if not sm.enabled or not decision.available:
+            return []
+        try:
+            robots = urls.robots_url(task.url)
+        except urls.UrlError:
+            return []
+        return robots_sitemaps(decision.sitemaps(), robots, probe=sm.probe)
 
     def _gap_after_robots(self, task: FetchTask, decision: RobotsDecision) -> float:
         gap = task.delay

@@ -6,6 +6,8 @@
 - :func:`apply_result`: what a fetch result does to a URL's row and its host's row.
 - :func:`refresh_at`, :func:`refreshed`: when a stored page is due again, and its row
   queued for that refresh.
+- :func:`sitemap_reason`, :func:`listed_change`: a sitemap nested too deep, and what a
+  sitemap's lastmod says about a URL already stored.
 
 The frontier service (service.py) calls these and does the I/O.
 """
@@ -38,6 +40,7 @@ from common.settings import (
     TrapSettings,
     parse_host_map,
 )
+from common.urls import UrlError, robots_url
 
 # Outcomes that mean no request reached the host's server.
 NO_REQUEST_OUTCOMES = frozenset({
@@ -178,14 +181,48 @@ def refresh_at(row: UrlState, interval: float) -> float | None:
     Pages that were kept or found not modified (DONE with a record) are due
     ``row.revisit_interval`` (else ``interval``) seconds after their last fetch; an
     interval of 0 turns refresh off. Duplicates, redirects and rejections stay closed.
+
+    A page whose sitemap gave a lastmod no later than its last fetch is not due: the
+    sitemap says it has not changed (when a sitemap read later gives a newer lastmod,
+    :func:`listed_change` queues it). Sitemap files (reason ``sitemap``) are refreshed
+    like pages.
     """
     every = row.revisit_interval or interval
     if (every <= 0 or row.status is not UrlStatus.DONE or row.record is None
             or row.last_fetch_at is None):
         return None
-    if row.reason is not None and row.reason is not Reason.NOT_MODIFIED:
+    if row.reason is not None and row.reason not in (Reason.NOT_MODIFIED, Reason.SITEMAP):
+        return None
+    if row.lastmod is not None and row.lastmod <= row.last_fetch_at:
         return None
     return row.last_fetch_at + every
+
+
+def sitemap_reason(link: Link, settings: Settings) -> Reason | None:
+    """Why a sitemap file (a ``LinkKind.SITEMAP`` link) may not be fetched: nested in
+    indexes deeper than ``sitemaps.max_index_depth`` (a sitemap robots.txt names has
+    depth 1, one an index lists its index's depth + 1), so an endless chain of
+    indexes ends. None for other links."""
+    if link.kind is not LinkKind.SITEMAP:
+        return None
+    if link.depth - 1 > settings.sitemaps.max_index_depth:
+        return Reason.SITEMAP_DEPTH
+    return None
+
+
+def listed_change(row: UrlState, lastmod: float | None, now: float) -> UrlState | None:
+    """A URL the store holds that a sitemap lists again with ``lastmod``: the row to
+    write, or None when nothing changes. A stored page (DONE with a record, kept or
+    not modified) changed since its copy was fetched (lastmod later than that fetch)
+    is queued for a refresh now; otherwise only the lastmod is recorded, so a page
+    that stays unchanged is not refetched."""
+    if lastmod is None or row.lastmod == lastmod:
+        return None
+    stored = (row.status is UrlStatus.DONE and row.record is not None
+              and row.reason in (None, Reason.NOT_MODIFIED))
+    if stored and row.last_fetch_at is not None and lastmod > row.last_fetch_at:
+        return msgspec.structs.replace(refreshed(row, now), lastmod=lastmod)
+    return msgspec.structs.replace(row, lastmod=lastmod)
 
 
 def refreshed(row: UrlState, now: float) -> UrlState:
@@ -280,4 +317,19 @@ def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: 
                 host.next_allowed_at = max(host.next_allowed_at, row.next_fetch_at)
     else:  # pragma: no cover - every outcome is handled above
         raise AssertionError(f"unhandled outcome {outcome}")
+    if result.sitemaps:
+        effect.follow += sitemap_links(result.sitemaps, result.task.url, settings)
     return effect
+
+
+def sitemap_links(sitemaps: Sequence[str], url: str, settings: Settings) -> list[Link]:
+    """Links to the sitemap files a robots.txt named (``url``: a URL of its origin):
+    depth 1, the seed priority, and the robots.txt as their source, which vouches for
+    the URLs of its host that they list."""
+    try:
+        source = robots_url(url)
+    except UrlError:
+        return []
+    priority = min(settings.crawl.priority_levels - 1, settings.crawl.seed_priority)
+    return [Link(url=s, depth=1, priority=priority, kind=LinkKind.SITEMAP, source=source)
+            for s in sitemaps]

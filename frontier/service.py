@@ -49,6 +49,7 @@ from common.messages import (
     LinkKind,
     Reason,
     StatusUpdate,
+    TaskKind,
     Topic,
     UrlStatus,
 )
@@ -70,10 +71,13 @@ from frontier.policy import (
     TrapRules,
     apply_host_control,
     apply_result,
+    listed_change,
     path_blocked,
     politeness_delay,
     refresh_at,
     refreshed,
+    sitemap_links,
+    sitemap_reason,
     trap_reason,
 )
 from frontier.scope import SeedRegistry
@@ -428,14 +432,18 @@ class Frontier:
                 continue
             if url in taken:
                 continue
-            if url in self.seen and not retry:
+            # a sitemap's lastmod for a known URL is news: it goes on to the store
+            if url in self.seen and not retry and link.lastmod is None:
                 self.counters.seen_skipped += 1
                 self.metrics.seen_filter_skips.inc()
                 continue
             taken.add(url)
             row = UrlState(host=host, url=url, depth=link.depth, priority=link.priority,
-                           hops=link.hops, source=link.source, discovered_at=now)
-            reason = trap_reason(url, host, link.depth, self.rules, self._blocked_paths)
+                           hops=link.hops, source=link.source, discovered_at=now,
+                           kind=TaskKind.SITEMAP if link.kind is LinkKind.SITEMAP else None,
+                           lastmod=link.lastmod)
+            reason = (sitemap_reason(link, self.settings)
+                      or trap_reason(url, host, link.depth, self.rules, self._blocked_paths))
             if reason is None and link.kind is not LinkKind.SEED and limits(self.scope):
                 why = await self.seed_roots.verdict(url, host, self.scope, reread)
                 if why is not None:
@@ -463,6 +471,8 @@ class Frontier:
             self.seen.add(row.url)
         self.counters.known += len(rows) - len(inserted)
         queued: dict[str, float] = {}
+        if len(inserted) < len(rows):
+            await self._listed_again(rows, inserted, now, queued)
         for row in inserted:
             if row.status is UrlStatus.QUEUED:
                 self.counters.accepted += 1
@@ -483,6 +493,32 @@ class Frontier:
                 self._schedule(host, slot, max(slot.state.next_allowed_at, due))
         for host, links in forward.items():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
+
+    async def _listed_again(self, rows: list[UrlState], inserted: list[UrlState],
+                            now: float, queued: dict[str, float]) -> None:
+        """URLs a sitemap listed with a lastmod that the store already held: a stored
+        page changed since its fetch is queued for a refresh (its host goes into
+        ``queued``); otherwise the lastmod is recorded, whatever the row's status (see
+        ``listed_change``)."""
+        new = {(r.host, r.url) for r in inserted}
+        for row in rows:
+            if row.lastmod is None or (row.host, row.url) in new:
+                continue
+            async with self._hosts.hold(row.host):
+                # under the host's lock: no dispatch or result writes the row meanwhile
+                stored = await self.store.get_url(row.host, row.url)
+                changed = None if stored is None else listed_change(stored, row.lastmod, now)
+                if changed is None:
+                    continue
+                await self.store.put_url(changed)
+                slot = self._slots.get(row.host)
+                for held in slot.head if slot is not None else ():
+                    if held.url == row.url:  # the queue head's copy is written at dispatch
+                        held.lastmod = changed.lastmod
+            if (changed.status is UrlStatus.QUEUED and stored is not None
+                    and stored.status is not UrlStatus.QUEUED):
+                self.counters.refreshed += 1  # a stored page its sitemap says changed
+                queued[row.host] = now
 
     async def _record_seeds(self, links: Iterable[Link]) -> None:
         """Record the seed roots of the depth-0 links of owned hosts (seeds and their
@@ -528,6 +564,9 @@ class Frontier:
                     await self.store.put_host(slot.state)
             if slot is not None:
                 self._schedule(task.host, slot, slot.state.next_allowed_at)
+            if result.sitemaps:  # the robots.txt it read is not read again for a while
+                await self._publish_links(sitemap_links(result.sitemaps, task.url,
+                                                        self.settings))
             return
         slot = slot or await self._slot(task.host)
         effect = apply_result(result, row, slot.state, self.settings, now, self.delay_overrides)
@@ -550,18 +589,21 @@ class Frontier:
         if effect.dead:
             self.metrics.dead_urls.inc()
         if effect.follow:
-            by_host: dict[str, list[Link]] = {}
-            for link in effect.follow:
-                try:
-                    target = urls.canonicalize(link.url, tracking=self.tracking)
-                    by_host.setdefault(urls.host_key(target), []).append(
-                        msgspec.structs.replace(link, url=target))
-                except urls.UrlError:
-                    self.counters.invalid += 1
-            for host, links in by_host.items():
-                await self.bus.publish(Topic.DISCOVERED, host,
-                                       Discovered(host=host, links=links))
+            await self._publish_links(effect.follow)
         self._schedule(task.host, slot, slot.state.next_allowed_at)
+
+    async def _publish_links(self, follow: list[Link]) -> None:
+        """Offer links (redirect targets, sitemaps robots.txt named) to their owners."""
+        by_host: dict[str, list[Link]] = {}
+        for link in follow:
+            try:
+                target = urls.canonicalize(link.url, tracking=self.tracking)
+                by_host.setdefault(urls.host_key(target), []).append(
+                    msgspec.structs.replace(link, url=target))
+            except urls.UrlError:
+                self.counters.invalid += 1
+        for host, links in by_host.items():
+            await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
 
     async def _on_status(self, msg: StatusUpdate) -> None:
         row = await self.store.get_url(msg.host, msg.url)
@@ -911,7 +953,9 @@ class Frontier:
                              priority=row.priority, attempt=row.attempts, hops=row.hops,
                              etag=row.etag, last_modified=row.last_modified,
                              previous_fetch_at=row.last_fetch_at,
-                             previous_record=row.record, delay=delay, issued_at=now)
+                             previous_record=row.record, delay=delay, issued_at=now,
+                             kind=row.kind or TaskKind.PAGE,
+                             source=row.source if row.kind is TaskKind.SITEMAP else None)
             await self.bus.publish(Topic.FETCH, host, task)
         except BaseException:
             # The task may have gone out or not. The row goes back to the head with its
@@ -1056,12 +1100,16 @@ def _with_verdict(row: UrlState, msg: StatusUpdate) -> None:
         row.duplicate_of = msg.duplicate_of
     if msg.simhash is not None:
         row.simhash = msg.simhash
+    if msg.detail is not None:
+        row.detail = msg.detail
 
 
 def _replay_result(row: UrlState) -> FetchResult:
     """A FetchResult rebuilt from a FETCHED row, to hand it to the parser again."""
     task = FetchTask(task_id="replay", url=row.url, host=row.host, depth=row.depth,
-                     priority=row.priority, attempt=row.attempts, hops=row.hops)
+                     priority=row.priority, attempt=row.attempts, hops=row.hops,
+                     kind=row.kind or TaskKind.PAGE,
+                     source=row.source if row.kind is TaskKind.SITEMAP else None)
     return FetchResult(task=task, outcome=FetchOutcome.OK, status=row.http_status or 200,
                        fetched_at=row.last_fetch_at or 0.0, record=row.record,
                        content_hash=row.content_hash, duplicate_of=row.duplicate_of,

@@ -10,6 +10,12 @@ its header), and publishes a ParsedPage carrying them too. An exact duplicate
 Any failure on a hostile page ends as a ParsedPage with ``error`` set: a recorded
 outcome for that URL (parse_error, or parse_timeout when the page job ran over its
 time limit), never a crash of the stage.
+
+A sitemap file (a task of kind ``sitemap``) is read as a sitemap instead
+(:mod:`common.sitemaps`, in the page work like a parse): the URLs it lists go to the
+frontier here (topic discovered, at most :data:`MAX_LINKS_PER_MESSAGE` a message),
+and its ParsedPage carries no links, only how reading it ended (``reason``) and what
+it held (``detail``).
 """
 
 from __future__ import annotations
@@ -24,12 +30,23 @@ import msgspec
 from common import urls
 from common.adapters.handling import while_down
 from common.archive import ArchiveWriter, TextFields, Written, read_response
-from common.messages import FetchOutcome, FetchResult, ParsedPage, RecordPointer, Topic
+from common.messages import (
+    Discovered,
+    FetchOutcome,
+    FetchResult,
+    Link,
+    LinkKind,
+    ParsedPage,
+    RecordPointer,
+    TaskKind,
+    Topic,
+)
 from common.metrics import Metrics
 from common.pagework import PageJobTimeoutError, PageWork, ThreadPageWork, WorkContext
 from common.ports import BlobStore, Bus, Delivery
 from common.settings import Settings
 from common.simhash import simhash64
+from common.sitemaps import SitemapRead, read_sitemap, vouched_hosts
 from parser.charset import decode_html
 from parser.html import extract, followable_links, parse_document
 from parser.signals import TextSignals, text_signals
@@ -41,6 +58,9 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 # conversion records remembered per response record, so that a page delivered again
 # gets no second one (about 300 bytes each)
 TEXT_MEMORY = 50_000
+MAX_LINKS_PER_MESSAGE = 2_000  # URLs of a sitemap per Discovered message
+MAX_MESSAGE_BYTES = 512 * 1024  # and about this many bytes of JSON (Kafka takes 1 MB)
+LINK_OVERHEAD = 120  # bytes of a link's JSON besides its URL and source
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +142,10 @@ class ParserStage:
                           fetched_at=result.fetched_at, content_hash=result.content_hash,
                           simhash=None, record=record)
         if result.duplicate_of is not None:
-            return msgspec.structs.replace(base, duplicate_of=result.duplicate_of)
+            return msgspec.structs.replace(base, duplicate_of=result.duplicate_of,
+                                           kind=task.kind)
+        if task.kind is TaskKind.SITEMAP:
+            return await self._sitemap(result, record, base)
         try:
             # one hop to a worker for the whole page: each hop costs the event loop a
             # wake-up, and these steps always run together
@@ -153,6 +176,80 @@ class ParserStage:
             language_confidence=(None if found.signals.language is None
                                  else found.signals.language_confidence),
             boilerplate_ratio=found.signals.boilerplate_ratio)
+
+
+    async def _sitemap(self, result: FetchResult, record: RecordPointer,
+                       base: ParsedPage) -> ParsedPage:
+        """Read a sitemap file and offer the URLs it lists to the frontier."""
+        task = result.task
+        base = msgspec.structs.replace(base, kind=TaskKind.SITEMAP)
+        try:
+            read = await self.work.run(sitemap_job, result, record)
+        except Exception as exc:  # a hostile file must end as a recorded outcome
+            self.failed += 1
+            self.metrics.parser.parse_failures.inc()
+            self.metrics.parser.sitemaps_read.labels("parse_error").inc()
+            log.warning("reading the sitemap %s failed: %s", task.url, exc)
+            return msgspec.structs.replace(base, error=f"{type(exc).__name__}: {exc}",
+                                           timed_out=isinstance(exc, PageJobTimeoutError))
+        crawl = self.settings.crawl
+        listed = min(crawl.priority_levels - 1, self.settings.sitemaps.priority)
+        nested = min(crawl.priority_levels - 1, crawl.seed_priority)
+        # the sitemaps an index lists keep the robots.txt that vouches for them
+        source = task.source if vouched_hosts(task.source) else task.url
+        links = [Link(url=e.url, depth=task.depth + 1, priority=nested,
+                      kind=LinkKind.SITEMAP, source=source) for e in read.sitemaps]
+        links += [Link(url=e.url, depth=task.depth, priority=listed, kind=LinkKind.LISTED,
+                       source=task.url, lastmod=e.lastmod) for e in read.pages]
+        await self._publish(links)
+        self.parsed += 1
+        pm = self.metrics.parser
+        pm.pages_parsed.inc()
+        pm.links_extracted.inc(len(links))
+        pm.sitemaps_read.labels(read.reason.value).inc()
+        pm.sitemap_urls.labels("offered").inc(len(links))
+        pm.sitemap_urls.labels("other_host").inc(read.off_host)
+        pm.sitemap_urls.labels("invalid").inc(read.invalid)
+        return msgspec.structs.replace(base, reason=read.reason, detail=read.summary())
+
+    async def _publish(self, links: list[Link]) -> None:
+        """Links to the frontier: one message per bus partition and up to
+        :data:`MAX_LINKS_PER_MESSAGE` links or about :data:`MAX_MESSAGE_BYTES`, keyed by
+        a host of the partition."""
+        groups: dict[int, tuple[str, list[Link]]] = {}
+        sizes: dict[int, int] = {}
+        for link in links:
+            try:
+                host = urls.host_key(link.url)
+            except urls.UrlError:
+                continue
+            partition = self.bus.partition_of(Topic.DISCOVERED, host)
+            group = groups.setdefault(partition, (host, []))
+            group[1].append(link)
+            # a generous estimate of the link's JSON (URLs may be 2 KB each)
+            sizes[partition] = (sizes.get(partition, 0) + len(link.url)
+                                + len(link.source or "") + LINK_OVERHEAD)
+            if (len(group[1]) >= MAX_LINKS_PER_MESSAGE
+                    or sizes[partition] >= MAX_MESSAGE_BYTES):
+                del groups[partition], sizes[partition]
+                await self.bus.publish(Topic.DISCOVERED, group[0],
+                                       Discovered(host=group[0], links=group[1]))
+        for host, batch in groups.values():
+            await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=batch))
+
+
+def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) -> SitemapRead:
+    """Page work: read the stored sitemap file and the URLs it lists."""
+    task = result.task
+    stored = ctx.recall(record) or read_response(ctx.blobs, record)
+    if stored.record_type == "revisit" and not stored.body:
+        # the same bytes as this URL's last capture (a server without validators): its
+        # URLs were offered when that one was read
+        return SitemapRead(form="unchanged", problem="the same as its last capture")
+    sm = ctx.settings.sitemaps
+    return read_sitemap(stored.body, task.url, now=result.fetched_at or time.time(),
+                        vouched=vouched_hosts(task.source), max_urls=sm.max_urls,
+                        max_bytes=sm.max_bytes)
 
 
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,

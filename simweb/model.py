@@ -28,6 +28,7 @@ import msgspec
 Change = Literal["none", "minor", "major"]
 RobotsKind = Literal["rules", "missing", "error", "timeout", "oversize"]
 TrapKind = Literal["calendar", "session", "repeat", "params"]
+SitemapKind = Literal["urlset", "index", "text", "malformed", "entity_bomb"]
 
 _LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 _HOST_RE = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
@@ -40,6 +41,33 @@ class ScenarioError(ValueError):
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise ScenarioError(message)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sitemap:
+    """The body of a page that is a sitemap file (sitemaps.org protocol).
+
+    kinds: 'urlset' (``entries`` are pages), 'index' (``entries`` are sitemap files),
+    'text' (one URL a line), and hostile ones: 'malformed' (a urlset cut off in the
+    middle of its last entry), 'entity_bomb' (a urlset whose DOCTYPE declares nested
+    entities, the "billion laughs"). Entries are root-relative paths or absolute URLs
+    (the server adds its port to scenario hosts).
+    """
+
+    kind: SitemapKind = "urlset"
+    entries: tuple[str, ...] = ()
+    lastmod: tuple[str, ...] = ()
+    """W3C datetimes, one per entry in order ('' or missing: no <lastmod>)."""
+    gzip: bool = False
+    """Send the file gzip-compressed (a .xml.gz file, not a Content-Encoding)."""
+    pad_bytes: int = 0
+    """Whitespace added after the entries, inside the root element: with ``gzip`` a
+    file past the protocol's 50 MB that is small on the wire."""
+
+    def __post_init__(self) -> None:
+        _check(len(self.lastmod) <= len(self.entries),
+               "sitemap: more lastmod values than entries")
+        _check(self.pad_bytes >= 0, "sitemap: pad_bytes must be >= 0")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +132,8 @@ class Page:
     """Verbatim body text (encoded with ``encoding``) instead of a generated document."""
     headers: dict[str, str] = field(default_factory=dict)
     """Extra response headers."""
+    sitemap: Sitemap | None = None
+    """The body is this sitemap file (set ``content_type`` to match, e.g. application/xml)."""
 
     def __post_init__(self) -> None:
         where = f"page {self.path!r}"
@@ -117,6 +147,8 @@ class Page:
                f"{where}: same_as and near_duplicate_of exclude each other")
         _check(self.body is None or not self.links,
                f"{where}: a verbatim body carries its own links; leave links empty")
+        _check(self.sitemap is None or (self.body is None and not self.links),
+               f"{where}: a sitemap is the whole body; leave body and links empty")
         for name in ("words", "body_bytes", "gzip_bomb", "drip_chunks"):
             _check(getattr(self, name) >= 0, f"{where}: {name} must be >= 0")
         for name in ("delay", "drip_seconds"):

@@ -17,13 +17,13 @@ import html
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from simweb import text
-from simweb.model import Host, Page, Scenario, Trap
+from simweb.model import Host, Page, Scenario, Sitemap, Trap
 
 INDEX_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 """Host names answered with an index of the scenario's seed URLs."""
@@ -97,6 +97,50 @@ def gzip_bomb(inflated: int) -> bytes:
     parts.append(comp.compress(tail))
     parts.append(comp.flush())
     return b"".join(parts)
+
+
+_SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+_LAUGHS = ('<!DOCTYPE urlset [<!ENTITY lol "lol">'
+           + "".join(f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">'
+                     for i in range(1, 10)) + "]>")
+
+
+def render_sitemap(sitemap: Sitemap, absolutize: Callable[[str], str], base: str) -> bytes:
+    """The bytes of a sitemap file: entries made absolute (``base`` for paths, the
+    server's port for scenario hosts), gzip-compressed when asked."""
+    locs = [html.escape(absolutize(e) if "//" in e else base + e) for e in sitemap.entries]
+    mods = list(sitemap.lastmod) + [""] * (len(locs) - len(sitemap.lastmod))
+    if sitemap.kind == "text":
+        text = "".join(f"{loc}\n" for loc in locs).encode()
+    else:
+        root, entry = (("sitemapindex", "sitemap") if sitemap.kind == "index"
+                       else ("urlset", "url"))
+        items = "".join(f"<{entry}><loc>{loc}</loc>"
+                        + (f"<lastmod>{mod}</lastmod>" if mod else "") + f"</{entry}>\n"
+                        for loc, mod in zip(locs, mods, strict=True))
+        doctype = _LAUGHS if sitemap.kind == "entity_bomb" else ""
+        if sitemap.kind == "entity_bomb":
+            items += "<url><loc>&lol9;</loc></url>\n"
+        text = (f'<?xml version="1.0" encoding="UTF-8"?>\n{doctype}'
+                f'<{root} xmlns="{_SITEMAP_NS}">\n{items}').encode()
+        if sitemap.kind == "malformed":
+            text += b"<url><loc>" + base.encode() + b"/cut-of"
+        else:
+            text += f"</{root}>\n".encode()
+    if not sitemap.gzip:
+        return text + b" " * sitemap.pad_bytes
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    if sitemap.pad_bytes and sitemap.kind != "text":
+        # the padding goes inside the root element, before its end tag
+        cut = text.rindex(b"</")
+        parts = [comp.compress(text[:cut])]
+        block, left = b" " * (1 << 20), sitemap.pad_bytes
+        while left > 0:
+            parts.append(comp.compress(block[:min(left, len(block))]))
+            left -= len(block)
+        parts += [comp.compress(text[cut:]), comp.flush()]
+        return b"".join(parts)
+    return comp.compress(text + b" " * sitemap.pad_bytes) + comp.flush()
 
 
 def etag_for(body: bytes) -> str:
@@ -183,7 +227,7 @@ class Site:
         if host is None:
             return []
         page = self._page_for(host_name, target) or self._trap_page(host, target)
-        if page is None or page.body is not None or page.gzip_bomb:
+        if page is None or page.body is not None or page.gzip_bomb or page.sitemap:
             return []
         if self._is_error_visit(page, visit) or page.redirect:
             return []
@@ -387,6 +431,8 @@ class Site:
             return gzip_bomb(page.gzip_bomb)
         if page.body is not None:
             return page.body.encode(page.encoding, errors="replace")
+        if page.sitemap is not None:
+            return render_sitemap(page.sitemap, self.absolutize, self.base_url(host.name))
         source = self.content_source(host.name, page)
         doc = self._document(host.name, source, visit, near=page.near_duplicate_of is not None,
                              meta_charset=page.meta_charset, extra_text=page.extra_text,

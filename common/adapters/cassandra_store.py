@@ -202,7 +202,7 @@ _URL_COLUMNS = {
     "next_fetch_at": "double", "attempts": "bigint", "http_status": "bigint",
     "etag": "text", "last_modified": "text", "content_hash": "text", "simhash": "bigint",
     "duplicate_of": "text", "revisit_interval": "double", "record_file": "text",
-    "record_offset": "bigint", "record_length": "bigint",
+    "record_offset": "bigint", "record_length": "bigint", "kind": "text", "lastmod": "double",
 }
 
 TABLES: tuple[_Table, ...] = (

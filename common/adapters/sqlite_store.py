@@ -111,6 +111,8 @@ CREATE TABLE IF NOT EXISTS url_state (
     record_file TEXT,
     record_offset INTEGER,
     record_length INTEGER,
+    kind TEXT,
+    lastmod REAL,
     PRIMARY KEY (host, url)
 );
 CREATE INDEX IF NOT EXISTS url_due
@@ -183,6 +185,9 @@ CREATE TABLE IF NOT EXISTS seed_roots (
 """
 
 
+
+# url_state columns added after the first schema: (name, type), nullable
+_ADDED_URL_COLUMNS = (("kind", "TEXT"), ("lastmod", "REAL"))
 
 _URLS = RowCodec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
 _HOSTS = RowCodec(HostState)
@@ -424,7 +429,13 @@ class SqliteStateStore:
             elif version > SCHEMA_VERSION:
                 raise SchemaError(f"{self.path}: schema version {version} is newer than "
                                   f"this code supports ({SCHEMA_VERSION})")
-            # Later versions add their migrations here, one step per version.
+            # Later versions add their migrations here, one step per version. Columns
+            # that may be empty are added to a file made before them (sitemaps: kind,
+            # lastmod), so an older crawl folder resumes.
+            have = {r[1] for r in db.execute("PRAGMA table_info(url_state)")}
+            for column, sql_type in _ADDED_URL_COLUMNS:
+                if column not in have:
+                    db.execute(f"ALTER TABLE url_state ADD COLUMN {column} {sql_type}")
             for table, codec in (("url_state", _URLS), ("hosts", _HOSTS),
                                  ("robots", _ROBOTS)):
                 have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}

@@ -12,11 +12,21 @@ import functools
 from importlib import resources
 from pathlib import Path
 
-from simweb.model import Host, Page, Robots, Scenario, ScenarioError, Trap, load_scenario
+from simweb.model import (
+    Host,
+    Page,
+    Robots,
+    Scenario,
+    ScenarioError,
+    Sitemap,
+    Trap,
+    load_scenario,
+)
 from simweb.model import scenario_from_json as _from_json
 from simweb.text import rng_for
 
-__all__ = ["build_features", "build_seed", "features", "generated", "load", "seed"]
+__all__ = ["build_features", "build_seed", "build_sitemaps", "features", "generated", "load",
+           "seed", "sitemaps"]
 
 SEED_STORIES = 30
 SEED_ITEMS = 20
@@ -151,6 +161,93 @@ def build_features() -> Scenario:
                     description="One host or path per behaviour of the simulated web.")
 
 
+XML = "application/xml"
+SITEMAP_ORPHANS = 4  # pages of maps.test that only its sitemaps name
+HUGE_SITEMAP_BYTES = 51 * 1024 * 1024  # past the protocol's 50 MB once inflated
+
+
+def build_sitemaps() -> Scenario:
+    """Sitemaps, friendly and hostile (built in code, not shipped as JSON).
+
+    - maps.test: robots.txt (Crawl-delay 0.25) names a sitemap index and a sitemap on
+      cdn.test. The index lists a urlset with lastmod values (pages no HTML page
+      links to, and a URL of victim.test that it may not speak for), a gzip urlset
+      and a text sitemap.
+    - cdn.test: serves the sitemap maps.test's robots.txt names (it lists
+      maps.test/cross/1: vouched for by that robots.txt), and names in its own
+      robots.txt a sitemap listing maps.test/rogue/1, which nobody vouches for.
+    - victim.test: must never be asked for anything.
+    - hostile.test: robots.txt names a malformed sitemap (cut in its second entry),
+      an entity bomb, an index that lists itself and a chain of indexes deeper than
+      the cap, a gzip file over 50 MB inflated, and a sitemap that answers 404.
+    """
+    orphans = [f"/orphan/{n}" for n in range(1, SITEMAP_ORPHANS + 1)]
+    fresh = ["/fresh/1", "/fresh/2", "/fresh/3"]
+    maps_pages = [
+        Page(path="/", title="Maps home", words=80, links=("/about",)),
+        Page(path="/about", words=80, links=("/",)),
+        *(Page(path=p, words=80) for p in orphans),
+        *(Page(path=p, words=80) for p in fresh),
+        Page(path="/text/1", words=80), Page(path="/text/2", words=80),
+        Page(path="/cross/1", words=80), Page(path="/rogue/1", words=80),
+        Page(path="/sitemap_index.xml", content_type=XML, sitemap=Sitemap(
+            kind="index", entries=("/sitemaps/pages.xml", "/sitemaps/fresh.xml.gz",
+                                   "/sitemaps/list.txt"),
+            lastmod=("2024-03-01", "2024-03-02T10:00:00+00:00"))),
+        Page(path="/sitemaps/pages.xml", content_type=XML, sitemap=Sitemap(
+            entries=(*orphans, "/", "http://victim.test/stolen"),
+            lastmod=("2024-01-01", "2024-01-02", "2024-01-03T08:00:00Z", "2024-01",
+                     "2024-01-05"))),
+        Page(path="/sitemaps/fresh.xml.gz", content_type="application/gzip",
+             sitemap=Sitemap(entries=tuple(fresh), lastmod=("2024-02-01",) * 3, gzip=True)),
+        Page(path="/sitemaps/list.txt", content_type="text/plain; charset=utf-8",
+             sitemap=Sitemap(kind="text", entries=("/text/1", "/text/2"))),
+    ]
+    maps = Host(name="maps.test", pages=tuple(maps_pages), robots=Robots(
+        crawl_delay=0.25,
+        sitemaps=("http://maps.test/sitemap_index.xml", "http://cdn.test/maps/sitemap.xml")))
+    cdn = Host(name="cdn.test", robots=Robots(sitemaps=("http://cdn.test/rogue.xml",)), pages=(
+        Page(path="/", words=80),
+        Page(path="/own/1", words=80),
+        Page(path="/maps/sitemap.xml", content_type=XML, sitemap=Sitemap(
+            entries=("http://maps.test/cross/1", "/own/1"))),
+        Page(path="/rogue.xml", content_type=XML, sitemap=Sitemap(
+            entries=("http://maps.test/rogue/1",))),
+    ))
+    victim = Host(name="victim.test", pages=(Page(path="/stolen", words=80),))
+    hostile = Host(name="hostile.test", robots=Robots(sitemaps=tuple(
+        f"http://hostile.test/bad/{name}" for name in (
+            "malformed.xml", "bomb.xml", "loop.xml", "huge.xml.gz", "missing.xml"))),
+        pages=(
+            Page(path="/", words=80),
+            *(Page(path=p, words=80) for p in ("/m/1", "/m/2", "/b/1", "/d/1", "/d/2",
+                                               "/h/1")),
+            Page(path="/bad/malformed.xml", content_type=XML,
+                 sitemap=Sitemap(kind="malformed", entries=("/m/1",))),
+            Page(path="/bad/bomb.xml", content_type=XML,
+                 sitemap=Sitemap(kind="entity_bomb", entries=("/b/1",))),
+            Page(path="/bad/loop.xml", content_type=XML, sitemap=Sitemap(
+                kind="index", entries=("/bad/loop.xml", "/bad/deeper1.xml"))),
+            Page(path="/bad/deeper1.xml", content_type=XML, sitemap=Sitemap(
+                kind="index", entries=("/bad/deeper2.xml", "/bad/loop.xml"))),
+            Page(path="/bad/deeper2.xml", content_type=XML,
+                 sitemap=Sitemap(entries=("/d/2",))),
+            Page(path="/bad/huge.xml.gz", content_type="application/gzip", sitemap=Sitemap(
+                entries=("/h/1",), gzip=True, pad_bytes=HUGE_SITEMAP_BYTES)),
+        ))
+    return Scenario(
+        name="sitemaps", seed=5, hosts=(maps, cdn, victim, hostile), dns_ttl=60,
+        seeds=("http://maps.test/", "http://cdn.test/", "http://hostile.test/"),
+        description="Sitemaps from robots.txt: an index, gzip, text, lastmod, the "
+                    "cross-submit rule, and hostile sitemaps.")
+
+
+@functools.cache
+def sitemaps() -> Scenario:
+    """The sitemap scenario (see :func:`build_sitemaps`)."""
+    return build_sitemaps()
+
+
 def _shipped(name: str) -> bytes:
     return resources.files(__package__).joinpath(f"{name}.json").read_bytes()
 
@@ -239,7 +336,7 @@ def generated(hosts: int, pages_per_host: int, seed: int, links_per_page: int = 
                     hosts=tuple(host_specs), seeds=tuple(f"http://{n}/" for n in names))
 
 
-_BUILTIN = {"seed": seed, "features": features}
+_BUILTIN = {"seed": seed, "features": features, "sitemaps": sitemaps}
 
 
 def load(name: str) -> Scenario:

@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from common.adapters.sqlite_store import SchemaError, SqliteStateStore
-from common.messages import Reason, RecordPointer, UrlStatus
+from common.messages import Reason, RecordPointer, TaskKind, UrlStatus
 from common.ports import HostState, RobotsRecord, SeedRoot, StateStore, UrlState
 from tests.contract.conftest import StoreFactory, server_available
 
@@ -41,6 +41,7 @@ def full_row() -> UrlState:
         http_status=200, etag='"abc"', last_modified="Tue, 15 Nov 1994 12:45:26 GMT",
         content_hash="sha256:" + "ab" * 32, simhash=MAX_U64, duplicate_of="http://x.example/",
         revisit_interval=86400.0, record=RecordPointer("crawl-00001.warc.gz", 1 << 40, 1234),
+        kind=TaskKind.SITEMAP, lastmod=1690000000.5,
     )
 
 
@@ -427,6 +428,23 @@ async def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match="newer"):
         await store.open()
     await store.close()
+
+
+async def test_sqlite_file_from_before_sitemaps_gains_their_columns(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    async with SqliteStateStore(path) as store:
+        await store.put_url(row("a.example", "/", status=UrlStatus.DONE))
+    db = sqlite3.connect(path)
+    with db:  # the url_state table as it was before kind and lastmod
+        db.execute("ALTER TABLE url_state DROP COLUMN kind")
+        db.execute("ALTER TABLE url_state DROP COLUMN lastmod")
+    db.close()
+    async with SqliteStateStore(path) as store:
+        old = await store.get_url("a.example", "http://a.example/")
+        assert old is not None and old.kind is None and old.lastmod is None
+        await store.put_url(row("a.example", "/s.xml", kind=TaskKind.SITEMAP, lastmod=5.0))
+        new = await store.get_url("a.example", "http://a.example/s.xml")
+        assert new is not None and (new.kind, new.lastmod) == (TaskKind.SITEMAP, 5.0)
 
 
 async def test_sqlite_rejects_simhash_outside_64_bits(tmp_path: Path) -> None:

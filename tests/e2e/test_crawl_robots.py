@@ -67,8 +67,9 @@ async def test_crawl_delay_is_capped_by_max_crawl_delay(tmp_path: Path) -> None:
         log = web.log.records("delay.test")
 
     assert "/private/x" not in paths(log)
-    assert sorted(paths(hits(web, "delay.test"))) == ["/", "/private/ok"]
-    assert len(gaps) == 2
+    # the sitemap its robots.txt names is fetched too (it answers 404), as politely
+    assert sorted(paths(hits(web, "delay.test"))) == ["/", "/private/ok", "/sitemap.xml"]
+    assert len(gaps) == 3
     assert min(gaps) >= cap, gaps
     assert max(gaps) < 2.0, gaps  # the uncapped Crawl-delay was not used
     state = out.hosts[host_key(web, "delay.test")]

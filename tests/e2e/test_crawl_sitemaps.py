@@ -1,0 +1,231 @@
+"""Sitemaps end to end: robots.txt names them, the crawler fetches them as polite
+fetches and crawls what they list; hostile sitemaps end as recorded outcomes. Checked
+in the simulated web's request log and in url_state."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from common.messages import Reason, TaskKind, UrlStatus
+from simweb import Page, SimWeb
+from simweb.model import Robots
+from simweb.scenarios import SITEMAP_ORPHANS, sitemaps
+from tests.e2e.crawl_support import hits, host, key, paths, resume, run, scenario
+
+SEEDS = ["maps.test/", "cdn.test/", "hostile.test/"]
+CRAWL_DELAY = 0.25  # maps.test's robots.txt
+
+
+@pytest.mark.timeout(120)
+async def test_sitemaps_lead_to_every_listed_page(tmp_path: Path) -> None:
+    async with SimWeb(sitemaps(), dns=True) as web:
+        out = await run(web, tmp_path, SEEDS)
+        maps = Counter(paths(hits(web, "maps.test")))
+        cdn = Counter(paths(hits(web, "cdn.test")))
+        hostile = Counter(paths(hits(web, "hostile.test")))
+        victim = web.log.records("victim.test")
+        maps_gaps = web.log.gaps("maps.test", exclude_paths=())
+        hostile_gaps = web.log.gaps("hostile.test", exclude_paths=())
+
+    # every sitemap of the index, and every URL they list: no HTML page links to them
+    sitemap_files = ["/sitemap_index.xml", "/sitemaps/pages.xml", "/sitemaps/fresh.xml.gz",
+                     "/sitemaps/list.txt"]
+    listed = [f"/orphan/{n}" for n in range(1, SITEMAP_ORPHANS + 1)]
+    listed += ["/fresh/1", "/fresh/2", "/fresh/3", "/text/1", "/text/2"]
+    for path in [*sitemap_files, *listed, "/", "/about", "/cross/1"]:
+        assert maps[path] == 1, (path, maps)
+    # a sitemap on cdn.test that nobody vouches for may not list maps.test URLs;
+    # victim.test, listed by maps.test's sitemap, is never asked for anything
+    assert "/rogue/1" not in maps and victim == []
+    assert cdn["/maps/sitemap.xml"] == 1 and cdn["/rogue.xml"] == 1 and cdn["/own/1"] == 1
+    assert sum(maps.values()) == len(sitemap_files) + len(listed) + 3
+
+    # politeness: sitemap fetches wait the host's Crawl-delay like any other request
+    assert min(maps_gaps) >= CRAWL_DELAY, maps_gaps
+    assert min(hostile_gaps) >= 0.05, hostile_gaps
+
+    index = out.row(key(web, "maps.test/sitemap_index.xml"))
+    assert (index.status, index.reason, index.kind) == (UrlStatus.DONE, Reason.SITEMAP,
+                                                        TaskKind.SITEMAP)
+    assert index.detail is not None and "3 sitemaps" in index.detail
+    pages_xml = out.row(key(web, "maps.test/sitemaps/pages.xml"))
+    assert pages_xml.detail is not None and "1 of other hosts refused" in pages_xml.detail
+    orphan = out.row(key(web, "maps.test/orphan/1"))
+    assert orphan.status is UrlStatus.DONE and orphan.reason is None
+    assert orphan.lastmod == dt.datetime(2024, 1, 1, tzinfo=dt.UTC).timestamp()
+    assert orphan.priority == 2 and orphan.kind is None
+    assert out.row(key(web, "maps.test/about")).priority == 1  # a link
+    # the home page, fetched as a seed before its sitemap was read, got its lastmod too
+    home = out.row(key(web, "maps.test/"))
+    assert home.lastmod == dt.datetime(2024, 1, 5, tzinfo=dt.UTC).timestamp()
+    assert home.priority == 0
+
+    # hostile sitemaps: recorded outcomes, and only what they validly listed fetched
+    assert hostile["/m/1"] == 1  # listed before the malformed cut
+    assert hostile["/h/1"] == 1  # listed before the 50 MB cap
+    for never in ("/b/1", "/d/1", "/d/2", "/bad/deeper2.xml"):
+        assert never not in hostile, (never, hostile)
+    assert hostile["/bad/loop.xml"] == 1 and hostile["/bad/deeper1.xml"] == 1
+
+    def outcome(path: str) -> tuple[UrlStatus, Reason | None]:
+        row = out.row(key(web, "hostile.test" + path))
+        return row.status, row.reason
+
+    assert outcome("/bad/malformed.xml") == (UrlStatus.DONE, Reason.SITEMAP_INVALID)
+    assert outcome("/bad/bomb.xml") == (UrlStatus.DONE, Reason.SITEMAP_INVALID)
+    assert outcome("/bad/huge.xml.gz") == (UrlStatus.DONE, Reason.SITEMAP_CAPPED)
+    assert outcome("/bad/loop.xml") == (UrlStatus.DONE, Reason.SITEMAP)
+    assert outcome("/bad/deeper2.xml") == (UrlStatus.REJECTED, Reason.SITEMAP_DEPTH)
+    assert outcome("/bad/missing.xml") == (UrlStatus.REJECTED, Reason.HTTP_ERROR)
+    bomb = out.row(key(web, "hostile.test/bad/bomb.xml"))
+    assert bomb.detail is not None and "DTDForbidden" in bomb.detail
+    # sitemaps are no pages: no page records for them
+    assert not [p for p in out.pages() if ".xml" in p["url"] or ".txt" in p["url"]]
+    assert out.stats.queued == 0 and out.stats.in_flight == 0
+
+
+@pytest.mark.timeout(120)
+async def test_probe_and_unchanged_pages_not_refetched(tmp_path: Path) -> None:
+    # robots.txt names no sitemap: with probing on, /sitemap.xml is tried
+    from simweb.model import Sitemap
+
+    site = host("probe.test",
+                Page(path="/", words=80, links=("/linked",)),
+                Page(path="/linked", words=80),
+                Page(path="/old", words=80), Page(path="/undated", words=80),
+                # no validators: the refresh gets the same bytes again with a 200
+                Page(path="/sitemap.xml", content_type="application/xml", etag=False,
+                     last_modified=False,
+                     sitemap=Sitemap(entries=("/old", "/undated"), lastmod=("2024-01-01",))),
+                robots=Robots())
+    async with SimWeb(scenario(site), dns=True) as web:
+        first = await run(web, tmp_path, ["probe.test/"], sitemaps={"probe": True},
+                          crawl={"recrawl_interval": 0.5})
+        assert Counter(paths(hits(web, "probe.test"))) == {
+            "/": 1, "/linked": 1, "/sitemap.xml": 1, "/old": 1, "/undated": 1}
+        web.log.clear()
+        await asyncio_sleep(0.6)  # every stored page is due again
+        second = await resume(first)
+        again = Counter(paths(hits(web, "probe.test")))
+
+    # the page whose lastmod is older than its stored copy is not fetched again; the
+    # others (no lastmod) and the sitemap itself are refreshed
+    assert "/old" not in again, again
+    assert again["/undated"] == 1 and again["/"] == 1 and again["/sitemap.xml"] == 1
+    # the sitemap came back byte for byte (a revisit record): read as unchanged
+    refreshed = second.row(key(web, "probe.test/sitemap.xml"))
+    assert (refreshed.status, refreshed.reason) == (UrlStatus.DONE, Reason.SITEMAP)
+    assert refreshed.detail is not None and "same as its last capture" in refreshed.detail
+
+
+async def asyncio_sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+@pytest.mark.timeout(60)
+async def test_sitemaps_off(tmp_path: Path) -> None:
+    site = host("quiet.test", Page(path="/", words=80),
+                Page(path="/sitemap.xml", content_type="application/xml"),
+                robots=Robots(sitemaps=("http://quiet.test/sitemap.xml",)))
+    async with SimWeb(scenario(site), dns=True) as web:
+        await run(web, tmp_path, ["quiet.test/"], sitemaps={"enabled": False})
+        assert paths(hits(web, "quiet.test")) == ["/"]
+
+
+@pytest.mark.timeout(120)
+async def test_sitemaps_through_the_cluster_fetchers_inline_judge(tmp_path: Path) -> None:
+    # Cluster mode's composition on the embedded adapters: the fetcher parses and
+    # judges what it stored (crawler/inline.py) and the verdict travels with the fetch
+    # result, so the parser and dedup consumers see nothing to do. Kafka and Cassandra
+    # are not needed to run the stage code a cluster fetcher runs.
+    from crawler.embedded import EmbeddedCrawler
+    from crawler.inline import page_judge
+    from tests.e2e.crawl_support import absolute, read_state, settings_for
+
+    async with SimWeb(sitemaps(), dns=True) as web:
+        settings = settings_for(web, tmp_path)
+        crawler = EmbeddedCrawler(settings)
+        crawler.fetcher.judge = page_judge(settings, crawler.bus, crawler.store,
+                                           crawler.blobs, crawler.archive,
+                                           crawler.work.lane("parse"), crawler.metrics)
+        await crawler.start()
+        try:
+            await crawler.frontier.seed([absolute(web, s) for s in SEEDS])
+            await crawler.wait()
+            parsed_by_stage = crawler.parser.parsed
+            registry = crawler.metrics.registry
+
+            def sample(name: str, **labels: str) -> float:
+                return registry.get_sample_value(name, labels) or 0.0
+        finally:
+            await crawler.close()
+        maps = Counter(paths(hits(web, "maps.test")))
+        hostile = Counter(paths(hits(web, "hostile.test")))
+        victim = web.log.records("victim.test")
+        rows, _ = await read_state(settings)
+
+    assert parsed_by_stage == 0  # every page and sitemap was judged by its fetcher
+    read = "crawler_parser_sitemaps_read_total"
+    assert sample(read, outcome="sitemap_invalid") == 2  # malformed, entity bomb
+    assert sample(read, outcome="sitemap_capped") == 1  # over 50 MB
+    # index, pages, fresh, list, cdn's two, loop, deeper1
+    assert sample(read, outcome="sitemap") == 8
+    assert sample("crawler_parser_sitemap_urls_total", result="other_host") == 2
+    for n in range(1, SITEMAP_ORPHANS + 1):
+        assert maps[f"/orphan/{n}"] == 1
+    assert maps["/fresh/3"] == 1 and maps["/text/2"] == 1 and maps["/cross/1"] == 1
+    assert "/rogue/1" not in maps and victim == []
+    assert hostile["/m/1"] == 1 and hostile["/h/1"] == 1 and "/b/1" not in hostile
+
+    def reason(where: str) -> Reason | None:
+        return rows[key(web, where)].reason
+
+    assert reason("maps.test/sitemap_index.xml") is Reason.SITEMAP
+    assert reason("hostile.test/bad/bomb.xml") is Reason.SITEMAP_INVALID
+    assert reason("hostile.test/bad/huge.xml.gz") is Reason.SITEMAP_CAPPED
+    assert reason("hostile.test/bad/deeper2.xml") is Reason.SITEMAP_DEPTH
+    assert all(r.status in (UrlStatus.DONE, UrlStatus.REJECTED) for r in rows.values())
+
+
+@pytest.mark.timeout(120)
+async def test_a_newer_lastmod_refreshes_the_page_at_once(tmp_path: Path) -> None:
+    # Two crawls of one output folder. The second serves the same site, except that
+    # the sitemap now says /changed changed after the first crawl fetched it.
+    import asyncio
+
+    from simweb.model import Sitemap
+
+    def site(changed_at: str) -> Page:
+        return Page(path="/sitemap.xml", content_type="application/xml", sitemap=Sitemap(
+            entries=("/changed", "/same"), lastmod=(changed_at, "2024-01-01")))
+
+    def web_of(sitemap: Page) -> list[Page]:
+        return [Page(path="/", words=80), Page(path="/changed", words=80),
+                Page(path="/same", words=80), sitemap]
+
+    robots = Robots(sitemaps=("http://fresh.test/sitemap.xml",))
+    first_site = host("fresh.test", *web_of(site("2024-01-01")), robots=robots)
+    async with SimWeb(scenario(first_site), dns=True) as web:
+        port = web.port
+        await run(web, tmp_path, ["fresh.test/"], crawl={"recrawl_interval": 0.5})
+        assert Counter(paths(hits(web, "fresh.test"))) == {
+            "/": 1, "/sitemap.xml": 1, "/changed": 1, "/same": 1}
+    await asyncio.sleep(0.6)  # the sitemap and the home page are due again
+    changed_at = dt.datetime.now(dt.UTC).isoformat()
+    second_site = host("fresh.test", *web_of(site(changed_at)), robots=robots)
+    async with SimWeb(scenario(second_site), dns=True, port=port) as web:
+        second = await run(web, tmp_path, [], crawl={"recrawl_interval": 0.5})
+        again = Counter(paths(hits(web, "fresh.test")))
+
+    # /same: its lastmod is older than its copy, so neither the interval nor the
+    # sitemap brings it back; /changed: the sitemap read again says it changed
+    assert again == {"/": 1, "/sitemap.xml": 1, "/changed": 1}, again
+    row = second.row(key(web, "fresh.test/changed"))
+    assert row.status is UrlStatus.DONE and row.lastmod is not None
+    assert row.last_fetch_at is not None and row.last_fetch_at >= row.lastmod
