@@ -98,7 +98,9 @@ from cassandra import (
     ConsistencyLevel,
     InvalidRequest,
     OperationTimedOut,
+    Unavailable,
     UnresolvableContactPoints,
+    WriteTimeout,
 )
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.policies import (
@@ -143,6 +145,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 STATUS_BUCKETS = 16  # url_counts partitions per status, fixed when a keyspace is created
+SCHEMA_CLAIM_TRIES = 5  # tries of the schema version's lightweight transaction at start
 # Seconds after a failed url write of a host (and after the store's last outage) before
 # its counts are checked against its rows: longer than a request the client gave up on
 # can take to land, and than a restarted node takes to replay its batch log.
@@ -589,10 +592,7 @@ class CassandraStateStore:
                     raise SchemaError(f"{ks}.{table.name}.{name} is {have[name]}, "
                                       f"expected {cql_type}")
         # The first store to open a keyspace fixes its version and bucket count.
-        result = session.execute(self._statement(
-            f"INSERT INTO {ks}.schema_version (name, version, buckets) VALUES "
-            f"('crawler', {SCHEMA_VERSION}, {STATUS_BUCKETS}) IF NOT EXISTS"), timeout=timeout)
-        row = dict(zip(result.column_names, result.one(), strict=True))
+        row = self._claim_schema_version_sync(session, timeout)
         if not row["[applied]"]:
             version, buckets = row["version"], row["buckets"]
             if version is None or buckets is None or buckets < 1:
@@ -602,6 +602,26 @@ class CassandraStateStore:
                                   f"this code supports ({SCHEMA_VERSION})")
             # Later versions migrate here, one step per version, then record the version.
             self.buckets = int(buckets)
+
+    def _claim_schema_version_sync(self, session: Any, timeout: float) -> dict[str, Any]:
+        """Insert the keyspace's version row unless there is one (a lightweight
+        transaction); the row as it is. Services that start together race for it, and on
+        a busy node a Paxos round can time out with its outcome unknown: asking again is
+        safe (the row is the same whoever wrote it), a few times."""
+        statement = self._statement(
+            f"INSERT INTO {self.keyspace}.schema_version (name, version, buckets) VALUES "
+            f"('crawler', {SCHEMA_VERSION}, {STATUS_BUCKETS}) IF NOT EXISTS")
+        for attempt in range(1, SCHEMA_CLAIM_TRIES + 1):
+            try:
+                result = session.execute(statement, timeout=timeout)
+            except (WriteTimeout, Unavailable, OperationTimedOut) as exc:
+                if attempt == SCHEMA_CLAIM_TRIES:
+                    raise
+                log.info("recording the schema version timed out (%s); asking again", exc)
+                time.sleep(0.5 * attempt)
+                continue
+            return dict(zip(result.column_names, result.one(), strict=True))
+        raise AssertionError("unreachable")
 
     def _columns_sync(self, cluster: Any, table: str) -> dict[str, str]:
         """The table's columns and types, once the driver's schema metadata shows it.

@@ -893,6 +893,14 @@ def _port_number(container: Mapping[str, Any], port: Any) -> int | None:
     return None
 
 
+def external_names(values: dict[str, Any]) -> list[str]:
+    """The Secrets and claims that values name as existing ones (made outside the
+    chart)."""
+    named = [values["api"]["existingSecret"], values["storage"]["existingClaim"],
+             values["objectStorage"]["existingSecret"]]
+    return [n for n in named if n]
+
+
 def manifest_problems(docs: list[dict[str, Any]], *, kube_version: str,
                       external_secrets: Iterable[str] = (),
                       expect_autoscaled: Iterable[str] = ()) -> Problems:
@@ -1155,12 +1163,11 @@ def check_helm() -> Problems:
                 problems.append(f"[{label}] {exc}")
                 continue
             values = _values(files)
-            external = [values["api"]["existingSecret"], values["storage"]["existingClaim"],
-                        values["objectStorage"]["existingSecret"]]
+            external = external_names(values)
             expect = [r for r, s in values["services"].items()
                       if s.get("enabled") and s.get("autoscaling", {}).get("enabled")]
             problems += [f"[{label}] {p}" for p in manifest_problems(
-                docs, kube_version=kube_version, external_secrets=[e for e in external if e],
+                docs, kube_version=kube_version, external_secrets=external,
                 expect_autoscaled=expect)]
             if not files:
                 if "fetcher" not in expect:

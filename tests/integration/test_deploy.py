@@ -167,10 +167,8 @@ def default_docs(helm: Path, kube: str) -> Docs:
 def test_every_values_file_renders_manifests_that_pass(helm: Path, kube: str) -> None:
     for label, files in cd.chart_cases():
         values = cd._values(files)
-        external = [v for v in (values["api"]["existingSecret"],
-                                values["storage"]["existingClaim"]) if v]
         problems = cd.manifest_problems(_render(helm, kube, files), kube_version=kube,
-                                        external_secrets=external)
+                                        external_secrets=cd.external_names(values))
         assert problems == [], label
 
 
