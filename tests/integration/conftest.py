@@ -12,6 +12,8 @@ import os
 
 import pytest
 
+from tests.integration.s3_support import S3Server, s3_server
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -32,3 +34,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item.get_closest_marker("kube") is None]
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The S3 server of scripts/servers, its endpoint and keys in the environment."""
+    server = s3_server()
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+    return server

@@ -30,19 +30,10 @@ from tests.integration.s3_support import (
     S3Server,
     object_bytes,
     object_keys,
-    s3_server,
     servers_module,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    server = s3_server()
-    for name, value in server.env().items():
-        monkeypatch.setenv(name, value)
-    return server
 
 
 def _records(n: int, size: int = 300) -> list[bytes]:

@@ -16,17 +16,9 @@ from common.archive import read_response
 from common.messages import RecordPointer
 from simweb import Page, SimWeb
 from tests.e2e.crawl_support import blob_root, host, run, scenario
-from tests.integration.s3_support import S3Server, object_bytes, object_keys, s3_server
+from tests.integration.s3_support import S3Server, object_bytes, object_keys
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    server = s3_server()
-    for name, value in server.env().items():
-        monkeypatch.setenv(name, value)
-    return server
 
 
 @pytest.mark.parametrize("page_processes", [1, 0], ids=["worker-processes", "threads"])
