@@ -244,6 +244,10 @@ class FetchResult(_Msg, frozen=True, kw_only=True):
     last_modified: str | None = None
     x_robots_tag: str | None = None
     record: RecordPointer | None = None  # the WARC response or revisit record
+    # with a revisit record of the URL's own copy on a first fetch (an earlier delivery
+    # of this task stored the body, then its fetcher stopped before the page was
+    # parsed): the record that holds the payload, which is parsed in its place
+    payload_record: RecordPointer | None = None
     content_hash: str | None = None  # "sha256:<hex>" of the body as received (decoded)
     body_bytes: Size = 0
     duplicate_of: str | None = None  # URL whose identical body was stored first

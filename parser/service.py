@@ -144,6 +144,9 @@ class ParserStage:
         if result.duplicate_of is not None:
             return msgspec.structs.replace(base, duplicate_of=result.duplicate_of,
                                            kind=task.kind)
+        if result.payload_record is not None:
+            # a revisit of the URL's own copy that was never parsed: read that copy
+            record = result.payload_record
         if task.kind is TaskKind.SITEMAP:
             return await self._sitemap(result, record, base)
         try:
