@@ -173,6 +173,24 @@ class Stack:
             found[kind] = out
         return found
 
+    def store_rows(self) -> str:
+        """The store's URL and content rows, read inside the frontier container (for a
+        crawl that ended short: which pages were fetched, and from which record)."""
+        script = (
+            "import os\n"
+            "from cassandra.cluster import Cluster\n"
+            "ks = os.environ.get('CRAWLER_STORE_KEYSPACE', 'crawl')\n"
+            "s = Cluster([os.environ['CRAWLER_STORE_CASSANDRA_HOSTS']]).connect(ks)\n"
+            "for r in sorted(s.execute('SELECT url, status, reason, depth, attempts, "
+            "record_file, record_offset, content_hash, duplicate_of FROM url_state')):\n"
+            "    print('url', *r)\n"
+            "for r in sorted(s.execute('SELECT content_hash, url, record_file, "
+            "record_offset FROM content')):\n"
+            "    print('content', *r)\n")
+        out = self.compose("exec", "-T", "frontier", "python", "-c", script, check=False,
+                           timeout=120)
+        return out.stdout + out.stderr
+
     def diagnostics(self) -> str:
         parts = []
         ps = self.compose("ps", "--all", "--format",
@@ -326,6 +344,12 @@ def test_compose_stack_crawls_the_demo_and_survives_a_fetcher_crash() -> None:
                                          "near_duplicates", "robots_blocked",
                                          "hosts_capped", "host_capped_urls", "dead",
                                          "queued", "in_flight", "known_urls")}
+        if figures["fetched"] != 162:
+            print(stack.store_rows(), flush=True)
+            for service in FETCHERS:
+                logs = stack.compose("logs", "--no-color", service, check=False,
+                                     timeout=60)
+                print(f"--- {service} (whole log)\n{logs.stdout[-20000:]}", flush=True)
         assert figures == {"fetched": 162, "kept": 132, "exact_duplicates": 30,
                            "near_duplicates": 0, "robots_blocked": 1, "hosts_capped": 1,
                            "host_capped_urls": 1, "dead": 0, "queued": 0, "in_flight": 0,
