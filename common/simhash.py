@@ -48,7 +48,7 @@ import numpy as np
 
 __all__ = [
     "BITS", "MAX_K", "SHINGLE", "block_keys", "block_spans", "features", "hamming",
-    "near_duplicate", "simhash64", "to_signed", "to_unsigned",
+    "near_duplicate", "simhash64", "to_signed", "to_unsigned", "tokens",
 ]
 
 BITS = 64
@@ -73,6 +73,11 @@ _MD5 = _md5_constructor()
 # CJK ideographs (with extension A and compatibility), hiragana, katakana, hangul.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+
+
+def tokens(text: str) -> list[str]:
+    """The lower-cased words of ``text`` (CJK characters one by one)."""
+    return _TOKEN.findall(text.lower())
 
 
 def features(text: str, shingle: int = SHINGLE) -> list[str]:
