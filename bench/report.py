@@ -544,8 +544,11 @@ STORE_CALLS_WHY: dict[str, str] = {
     "record_content": "fetcher: a new body's first copy recorded (one write whose "
     "timestamp makes the earliest copy win, no Paxos)",
     "simhash_candidates": "near-duplicate look-up: one read of the page's SimHash block "
-    "partitions",
-    "add_simhash": "near-duplicate index: one unlogged batch of the page's block entries",
+    "and sketch key partitions",
+    "simhash_sketches": "near-duplicate verdict: the candidates' MinHash sketches (one "
+    "single-partition read each, concurrently; only for a page with candidates)",
+    "add_simhash": "near-duplicate index: one unlogged batch of the page's block and "
+    "sketch key entries and its sketch",
     "add_urls": "frontier: new URLs, one batch per host of a discovered message (outlinks "
     "of many pages share a message) after one read of which of them the host knows",
     "due_urls": "frontier: a host's next queued URLs, read a head at a time",

@@ -20,6 +20,8 @@ from typing import Annotated, Any, TypeAlias, TypeVar
 
 import msgspec
 
+from common.minhash import SKETCH_BYTES
+
 SCHEMA_VERSION = 1
 
 # Ranges a decoded message must respect; anything else is a MessageError.
@@ -269,6 +271,9 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     fetched_at: Timestamp
     content_hash: str | None
     simhash: SimHash | None  # 64-bit SimHash of the extracted text
+    # bottom-k MinHash sketch of the text (common.minhash); absent from older parsers'
+    # messages
+    sketch: Annotated[bytes, msgspec.Meta(max_length=SKETCH_BYTES)] | None = None
     text_chars: Size = 0
     title: str | None = None
     record: RecordPointer | None = None

@@ -34,8 +34,8 @@ import numpy.typing as npt
 from common.simhash import _MD5, hamming, tokens
 
 __all__ = ["KEY_SPACE", "KEY_VALUES", "SHINGLE", "SKETCH_BYTES", "SKETCH_SIZE",
-           "VALUE_BITS", "closest", "index_keys", "jaccard", "shingle_hashes", "similarity", "sketch",
-           "sketch_of", "values"]
+           "VALUE_BITS", "closest", "index_keys", "jaccard", "shingle_hashes", "similarity",
+           "sketch", "sketch_of", "values"]
 
 SHINGLE = 5
 SKETCH_SIZE = 128  # values kept: the k of bottom-k

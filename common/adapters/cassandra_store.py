@@ -25,8 +25,9 @@ Tables (partition key in double parentheses):
   the buckets of one status; :meth:`count_urls` reads them all (cost: hosts x statuses,
   not URLs).
 - ``hosts ((host))``, ``robots ((origin))``, ``content ((content_hash))``,
-  ``simhash_blocks ((block_key), url)`` -> ``simhash``, ``seed_roots ((domain), host,
-  path)`` (the seeds as the crawl scope knows them; one partition per registered domain).
+  ``simhash_blocks ((block_key), url)`` -> ``simhash``, ``simhash_sketches ((url))`` ->
+  ``sketch`` (the page's MinHash sketch), ``seed_roots ((domain), host, path)`` (the
+  seeds as the crawl scope knows them; one partition per registered domain).
 
 Writes to url_state and the four derived tables. Each host has a single writer (its
 frontier owner), so there are no lightweight transactions on this path: a write reads the
@@ -234,6 +235,7 @@ TABLES: tuple[_Table, ...] = (
            "(content_hash)"),
     _Table("simhash_blocks", {"block_key": "bigint", "url": "text", "simhash": "bigint"},
            "((block_key), url)"),
+    _Table("simhash_sketches", {"url": "text", "sketch": "blob"}, "(url)"),
     _Table("control", {"name": "text", "value": "text"}, "(name)"),
     _Table("seed_roots", {"domain": "text", "host": "text", "path": "text"},
            "((domain), host, path)"),
@@ -700,6 +702,9 @@ class CassandraStateStore:
                             self._write),
             "simhash_get": (f"SELECT url, simhash FROM {ks}.simhash_blocks "
                             "WHERE block_key IN ?", self._read),
+            "sketch_put": (insert("simhash_sketches", ("url", "sketch")), self._write),
+            "sketch_get": (f"SELECT sketch FROM {ks}.simhash_sketches WHERE url = ?",
+                           self._read),
         }
         prepared: dict[str, Any] = {}
         for name, (text, level) in cql.items():
@@ -1285,15 +1290,28 @@ class CassandraStateStore:
         await self._query("claim_put", (content_hash, url, record.file, record.offset,
                                         record.length, stamp))
 
-    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
-        """Index ``url`` under each block key; adding it again is harmless."""
+    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int,
+                          sketch: bytes | None = None) -> None:
+        """Index ``url`` under each block key and keep its sketch; adding it again is
+        harmless."""
         if not keys:
             return
         value = to_signed(simhash)
         batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._write)
         for k in sorted({to_signed(k) for k in keys}):
             batch.add(self._ps["simhash_put"], (k, url, value))
+        if sketch:
+            batch.add(self._ps["sketch_put"], (url, sketch))
         await self._send(batch)  # one statement; each entry is idempotent
+
+    async def simhash_sketches(self, urls: Sequence[str]) -> dict[str, bytes]:
+        """The stored sketch of each of ``urls`` that has one (one single-partition
+        read per URL, concurrently)."""
+        wanted = sorted(set(urls))
+        rows = await asyncio.gather(*(self._all_rows("sketch_get", (url,))
+                                      for url in wanted))
+        return {url: bytes(found[0][0]) for url, found in zip(wanted, rows, strict=True)
+                if found and found[0][0]}
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
         """(url, simhash) of every page indexed under any of ``keys``, each pair once."""
