@@ -60,12 +60,10 @@ def shingle_hashes(text: str) -> npt.NDArray[np.uint64]:
     words = tokens(text)
     if not words:
         return np.empty(0, dtype=np.uint64)
-    known: dict[str, int] = {}
     md5 = _MD5
-    ids = [known.get(w) or known.setdefault(
-        w, int.from_bytes(md5(w.encode("utf-8")).digest()[:8], "little") or 1)
-        for w in words]
-    word = np.array(ids, dtype=np.uint64)
+    known = {w: int.from_bytes(md5(w.encode("utf-8")).digest()[:8], "little") or 1
+             for w in dict.fromkeys(words)}
+    word = np.fromiter(map(known.__getitem__, words), dtype=np.uint64, count=len(words))
     count = max(len(word) - SHINGLE + 1, 1)
     with np.errstate(over="ignore"):
         h = word[:count].copy()
@@ -99,8 +97,9 @@ def similarity(a: bytes, b: bytes) -> float:
     x, y = values(a), values(b)
     if not len(x) or not len(y):
         return 0.0
-    k = min(SKETCH_SIZE, max(len(x), len(y)))
-    union = np.union1d(x, y)[:k]
+    union = np.union1d(x, y)
+    if len(x) >= SKETCH_SIZE or len(y) >= SKETCH_SIZE:  # else both hold their whole set
+        union = union[:SKETCH_SIZE]
     both = np.intersect1d(x, y, assume_unique=True)
     return float(np.count_nonzero(np.isin(union, both, assume_unique=True))) / len(union)
 
