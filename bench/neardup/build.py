@@ -147,7 +147,7 @@ def edit(text: str, kind: str, rng: random.Random, vocabulary: list[str]
         size = rng.randint(5, 80)
         replace = rng.random() < 0.5
         recipe |= {"words": size, "replace_ends": replace}
-        lines = []
+        lines: list[str] = []
         while sum(len(line.split()) for line in lines) < size:
             lines.append(rng.choice(BOILERPLATE).format(
                 d=f"{rng.randint(1, 28)} May {rng.randint(2015, 2026)}",

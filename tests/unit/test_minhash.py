@@ -46,7 +46,7 @@ def test_sketch_size_is_bounded() -> None:
 def test_short_texts_are_compared_exactly() -> None:
     a = prose(2, 60)
     words = a.split()
-    b = " ".join(words[:30] + ["changed"] + words[31:])  # one word: 5 shingles of 56
+    b = " ".join([*words[:30], "changed", *words[31:]])  # one word: 5 shingles of 56
     exact = minhash.jaccard(minhash.shingle_hashes(a), minhash.shingle_hashes(b))
     assert exact == 51 / 61
     assert minhash.similarity(minhash.sketch(a), minhash.sketch(b)) == exact
