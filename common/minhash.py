@@ -33,9 +33,9 @@ import numpy.typing as npt
 
 from common.simhash import _MD5, hamming, tokens
 
-__all__ = ["KEY_SPACE", "KEY_VALUES", "SHINGLE", "SKETCH_BYTES", "SKETCH_SIZE",
-           "VALUE_BITS", "closest", "index_keys", "jaccard", "shingle_hashes", "similarity",
-           "sketch", "sketch_of", "values"]
+__all__ = ["CANDIDATE_BITS", "KEY_SPACE", "KEY_VALUES", "SHINGLE", "SKETCH_BYTES",
+           "SKETCH_SIZE", "VALUE_BITS", "closest", "index_keys", "jaccard", "plausible",
+           "shingle_hashes", "similarity", "sketch", "sketch_of", "values"]
 
 SHINGLE = 5
 SKETCH_SIZE = 128  # values kept: the k of bottom-k
@@ -43,6 +43,9 @@ VALUE_BITS = 32  # the top bits of each shingle hash kept
 SKETCH_BYTES = SKETCH_SIZE * VALUE_BITS // 8
 KEY_VALUES = 4  # smallest values also used as look-up keys (see index_keys)
 KEY_SPACE = 1 << 46
+#: Candidates further apart than this in SimHash bits are not compared: unrelated
+#: pages are about 32 bits apart, near duplicates of the labelled set at most 14.
+CANDIDATE_BITS = 20
 _U64 = np.uint64
 _POLY = _U64(0x100000001B3)  # the FNV-64 prime: an odd multiplier per word position
 
@@ -123,23 +126,37 @@ def jaccard(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> float:
     return inter / (len(a) + len(b) - inter)
 
 
+def plausible(simhash: int, candidates: Iterable[tuple[str, int]], k: int
+              ) -> list[tuple[str, int]]:
+    """The candidates (url, simhash) worth a sketch comparison: within
+    ``max(k, CANDIDATE_BITS)`` bits. A look-up key shared by chance (a common phrase
+    among a page's smallest shingle hashes) brings unrelated pages; this drops them
+    before their sketches are read."""
+    limit = max(k, CANDIDATE_BITS)
+    return [(url, other) for url, other in candidates if hamming(simhash, other) <= limit]
+
+
 def closest(simhash: int, sketch_bytes: bytes,
             candidates: Iterable[tuple[str, int, bytes | None]], *, k: int,
             threshold: float, exclude: str | None = None) -> tuple[str, int] | None:
     """The candidate (url, simhash) most similar to a page, or None: the second stage.
 
-    A candidate with a sketch is a near duplicate when :func:`similarity` of the two
-    sketches is at least ``threshold``; one without (indexed before sketches were
+    A candidate with a sketch (and within ``max(k, CANDIDATE_BITS)`` SimHash bits, see
+    :func:`plausible`) is a near duplicate when :func:`similarity` of the two sketches
+    is at least ``threshold``; one without (indexed before sketches were
     stored), or a page without one, when the SimHashes differ in at most ``k`` bits,
     the first stage's rule. The most similar wins (estimated Jaccard, then the fewest
     differing bits), ties to the smallest URL, so the answer does not depend on the
     order in which a store returns candidates. ``exclude`` skips one URL.
     """
     best: tuple[float, int, str, int] | None = None
+    limit = max(k, CANDIDATE_BITS)
     for url, other, other_sketch in candidates:
         if url == exclude:
             continue
         distance = hamming(simhash, other)
+        if distance > limit:
+            continue
         if sketch_bytes and other_sketch:
             score = similarity(sketch_bytes, other_sketch)
             if score < threshold:

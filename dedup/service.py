@@ -38,7 +38,7 @@ from common.messages import (
     UrlStatus,
 )
 from common.metrics import Metrics
-from common.minhash import closest, index_keys
+from common.minhash import closest, index_keys, plausible
 from common.ports import Bus, Delivery, StateStore
 from common.settings import Settings
 from common.simhash import block_keys
@@ -169,15 +169,16 @@ class DedupStage:
 
         First stage, candidates: the pages sharing a SimHash block key (within
         ``simhash_threshold`` bits) or one of the sketch's keys (common.minhash
-        .index_keys). Second stage, the verdict: the estimated Jaccard similarity of
-        the sketches (common.minhash.closest).
+        .index_keys), kept when within ``CANDIDATE_BITS`` SimHash bits. Second stage,
+        the verdict: the estimated Jaccard similarity of the sketches
+        (common.minhash.closest).
         """
         settings = self.settings.dedup
         k = settings.simhash_threshold
         sketch = page.sketch or b""
         keys = block_keys(simhash, k) + index_keys(sketch)
-        candidates = [c for c in await self.store.simhash_candidates(keys)
-                      if c[0] != page.url]
+        candidates = plausible(simhash, [c for c in await self.store.simhash_candidates(keys)
+                                         if c[0] != page.url], k)
         sketches = (await self.store.simhash_sketches([url for url, _ in candidates])
                     if candidates and sketch else {})
         match = closest(simhash, sketch,

@@ -11,8 +11,9 @@ sets is at least 0.8. Every pair of texts is judged by each rule:
 - **old**: SimHash (common.simhash) within ``--k`` bits (3, the default setting),
   both texts at least 200 characters (the default ``min_text_chars``);
 - **new**: a candidate when the SimHashes are within ``--k`` bits or the texts share a
-  look-up key of their sketches (``common.minhash.index_keys``), then a near duplicate
-  when the sketches' estimated Jaccard similarity is at least ``--threshold``.
+  look-up key of their sketches (``common.minhash.index_keys``) and are within
+  ``CANDIDATE_BITS`` (20) bits, then a near duplicate when the sketches' estimated
+  Jaccard similarity is at least ``--threshold``.
 
 Pairwise judgement is what the dedup stage does for each page against the pages
 indexed before it. Also printed: CPU per page of the SimHash and of the sketch
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from common import minhash
-from common.simhash import block_keys, simhash64
+from common.simhash import block_keys, hamming, simhash64
 
 DATA = Path(__file__).resolve().parent / "data" / "set.json.xz"
 MIN_TEXT_CHARS = 200
@@ -57,6 +58,7 @@ class Figures:
     sketch_bytes: float  # mean sketch size
     simhash_candidates: float  # mean candidate pairs per text, SimHash block keys
     key_candidates: float  # mean candidate pairs per text, sketch keys
+    compared: float  # mean candidates per text whose sketches are compared
     index_rows: int  # rows in the block table per page (SimHash blocks + sketch keys)
 
 
@@ -110,7 +112,9 @@ def evaluate(data: dict[str, Any], *, k: int = 3, threshold: float = 0.8) -> Fig
             by_block[key].append(i)
     blocked = {(a, b) for members in by_block.values()
                for x, a in enumerate(members) for b in members[x + 1:]}
-    candidates = close | keyed
+    limit = max(k, minhash.CANDIDATE_BITS)
+    candidates = {(i, j) for i, j in close | keyed
+                  if hamming(simhashes[i], simhashes[j]) <= limit}
     new = {(i, j) for i, j in candidates
            if minhash.similarity(sketches[i], sketches[j]) >= threshold}
     return Figures(
@@ -125,6 +129,7 @@ def evaluate(data: dict[str, Any], *, k: int = 3, threshold: float = 0.8) -> Fig
         sketch_bytes=round(statistics.fmean(len(s) for s in sketches), 1),
         simhash_candidates=round(2 * len(blocked) / n, 2),
         key_candidates=round(2 * len(keyed) / n, 2),
+        compared=round(2 * len(candidates) / n, 2),
         index_rows=len(block_keys(0, k)) + minhash.KEY_VALUES,
     )
 
@@ -155,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
           f"(at most {minhash.SKETCH_BYTES}); {f.index_rows} index rows "
           f"({len(block_keys(0, args.k))} SimHash blocks + {minhash.KEY_VALUES} sketch keys)")
     print(f"candidates per text, all others indexed: SimHash blocks "
-          f"{f.simhash_candidates:.2f}, sketch keys {f.key_candidates:.2f}")
+          f"{f.simhash_candidates:.2f}, sketch keys {f.key_candidates:.2f}; sketches "
+          f"compared (within {max(args.k, minhash.CANDIDATE_BITS)} bits) {f.compared:.2f}")
     return 0
 
 

@@ -153,6 +153,7 @@ SCHEMA_CLAIM_TRIES = 5  # tries of the schema version's lightweight transaction 
 REPAIR_AFTER = 60.0
 BATCH_ROWS = 32  # url_state rows per logged batch at most (with their derived entries)
 BATCH_BYTES = 4096  # estimated data per logged batch at most
+SKETCHES_PER_QUERY = 100  # candidate sketches read by one IN query at most
 _ROW_BYTES = 320  # estimated data of one new row and its entries, besides its text
 _REPLACE_BYTES = 400  # more for a replaced row: cleared columns, deleted entries
 _IN_ROWS = 100  # clustering keys per "url IN ?" read
@@ -703,8 +704,8 @@ class CassandraStateStore:
             "simhash_get": (f"SELECT url, simhash FROM {ks}.simhash_blocks "
                             "WHERE block_key IN ?", self._read),
             "sketch_put": (insert("simhash_sketches", ("url", "sketch")), self._write),
-            "sketch_get": (f"SELECT sketch FROM {ks}.simhash_sketches WHERE url = ?",
-                           self._read),
+            "sketch_get": (f"SELECT url, sketch FROM {ks}.simhash_sketches "
+                           "WHERE url IN ?", self._read),
         }
         prepared: dict[str, Any] = {}
         for name, (text, level) in cql.items():
@@ -1305,13 +1306,16 @@ class CassandraStateStore:
         await self._send(batch)  # one statement; each entry is idempotent
 
     async def simhash_sketches(self, urls: Sequence[str]) -> dict[str, bytes]:
-        """The stored sketch of each of ``urls`` that has one (one single-partition
-        read per URL, concurrently)."""
+        """The stored sketch of each of ``urls`` that has one (one ``IN`` query per
+        :data:`SKETCHES_PER_QUERY` URLs: a page has a handful of candidates)."""
         wanted = sorted(set(urls))
-        rows = await asyncio.gather(*(self._all_rows("sketch_get", (url,))
-                                      for url in wanted))
-        return {url: bytes(found[0][0]) for url, found in zip(wanted, rows, strict=True)
-                if found and found[0][0]}
+        found: dict[str, bytes] = {}
+        for start in range(0, len(wanted), SKETCHES_PER_QUERY):
+            chunk = wanted[start:start + SKETCHES_PER_QUERY]
+            for url, sketch in await self._all_rows("sketch_get", (chunk,)):
+                if sketch:
+                    found[url] = bytes(sketch)
+        return found
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
         """(url, simhash) of every page indexed under any of ``keys``, each pair once."""
