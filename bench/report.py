@@ -546,7 +546,7 @@ STORE_CALLS_WHY: dict[str, str] = {
     "simhash_candidates": "near-duplicate look-up: one read of the page's SimHash block "
     "and sketch key partitions",
     "simhash_sketches": "near-duplicate verdict: the candidates' MinHash sketches (one "
-    "single-partition read each, concurrently; only for a page with candidates)",
+    "read; only for a page with candidates within 20 SimHash bits)",
     "add_simhash": "near-duplicate index: one unlogged batch of the page's block and "
     "sketch key entries and its sketch",
     "add_urls": "frontier: new URLs, one batch per host of a discovered message (outlinks "

@@ -226,9 +226,11 @@ class DedupSettings:
                                   "Jaccard similarity of the two pages' word 5-shingle sets "
                                   "(from their MinHash sketches) is at least this.",
                                   minimum=0.05, maximum=1.0)
-    min_text_chars: int = _f(0, "Pages with less extracted text are not checked for "
-                             "near-duplicates (0: every page with words; short texts are "
-                             "compared exactly, see docs/text-quality.md).", minimum=0)
+    min_text_chars: int = _f(50, "Pages with less main text are neither checked for "
+                             "near duplicates nor indexed: too little to say a page repeats "
+                             "another (a 'Loading...' shell, an error line), and a near "
+                             "duplicate's links are not followed. Longer short texts are "
+                             "compared exactly (docs/text-quality.md).", minimum=0)
     link_linger: float = _f(0.05, "Cluster mode: seconds a dedup service gathers the "
                             "outlinks of many pages bound for one frontier partition into "
                             "one message (0: one message per page and partition).",

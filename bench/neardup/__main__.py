@@ -9,11 +9,12 @@ a pair is a near duplicate when the exact Jaccard similarity of its word 5-shing
 sets is at least 0.8. Every pair of texts is judged by each rule:
 
 - **old**: SimHash (common.simhash) within ``--k`` bits (3, the default setting),
-  both texts at least 200 characters (the default ``min_text_chars``);
+  both texts at least 200 characters (``min_text_chars`` before sketches);
 - **new**: a candidate when the SimHashes are within ``--k`` bits or the texts share a
   look-up key of their sketches (``common.minhash.index_keys``) and are within
   ``CANDIDATE_BITS`` (20) bits, then a near duplicate when the sketches' estimated
-  Jaccard similarity is at least ``--threshold``.
+  Jaccard similarity is at least ``--threshold``; both texts at least
+  ``min_text_chars`` (50, the default setting) characters.
 
 Pairwise judgement is what the dedup stage does for each page against the pages
 indexed before it. Also printed: CPU per page of the SimHash and of the sketch
@@ -37,10 +38,12 @@ from typing import Any
 import numpy as np
 
 from common import minhash
+from common.settings import DedupSettings
 from common.simhash import block_keys, hamming, simhash64
 
 DATA = Path(__file__).resolve().parent / "data" / "set.json.xz"
-MIN_TEXT_CHARS = 200
+OLD_MIN_TEXT_CHARS = 200  # the setting's default before sketches
+MIN_TEXT_CHARS = DedupSettings().min_text_chars
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +101,8 @@ def evaluate(data: dict[str, Any], *, k: int = 3, threshold: float = 0.8) -> Fig
                                               strict=True)}
     chars = [len(t) for t in texts]
     old = {(i, j) for i, j in close
-           if chars[i] >= MIN_TEXT_CHARS and chars[j] >= MIN_TEXT_CHARS}
+           if chars[i] >= OLD_MIN_TEXT_CHARS and chars[j] >= OLD_MIN_TEXT_CHARS}
+    checked = [c >= MIN_TEXT_CHARS for c in chars]
     # pairs sharing a sketch key, and pairs sharing a SimHash block key (candidates)
     by_key: dict[int, list[int]] = defaultdict(list)
     for i, s in enumerate(sketches):
@@ -114,7 +118,7 @@ def evaluate(data: dict[str, Any], *, k: int = 3, threshold: float = 0.8) -> Fig
                for x, a in enumerate(members) for b in members[x + 1:]}
     limit = max(k, minhash.CANDIDATE_BITS)
     candidates = {(i, j) for i, j in close | keyed
-                  if hamming(simhashes[i], simhashes[j]) <= limit}
+                  if checked[i] and checked[j] and hamming(simhashes[i], simhashes[j]) <= limit}
     new = {(i, j) for i, j in candidates
            if minhash.similarity(sketches[i], sketches[j]) >= threshold}
     return Figures(
@@ -149,10 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     f = figures
     print(f"{f.texts} texts, {f.pairs} pairs, {f.near_duplicates} near duplicates "
           "(word 5-shingle Jaccard >= 0.8)")
-    print(f"old rule (SimHash <= {args.k} bits, texts >= {MIN_TEXT_CHARS} chars): "
+    print(f"old rule (SimHash <= {args.k} bits, texts >= {OLD_MIN_TEXT_CHARS} chars): "
           f"precision {f.old_precision:.3f} recall {f.old_recall:.3f}")
     print(f"new rule (candidates: SimHash <= {args.k} bits or a shared sketch key; "
-          f"estimated Jaccard >= {args.threshold}): precision {f.new_precision:.3f} "
+          f"estimated Jaccard >= {args.threshold}; texts >= {MIN_TEXT_CHARS} chars): "
+          f"precision {f.new_precision:.3f} "
           f"recall {f.new_recall:.3f} (candidates found {f.stage1_recall:.3f})")
     print(f"CPU per page (median): SimHash {f.simhash_ms:.2f} ms, sketch "
           f"{f.sketch_ms:.2f} ms")

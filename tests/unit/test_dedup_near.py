@@ -67,12 +67,11 @@ async def test_pages_sharing_a_repeated_table_are_not_near_duplicates(tmp_path: 
 async def test_short_pages_are_compared_exactly(tmp_path: Path) -> None:
     short = "Page not found. The page you asked for has moved or never existed here."
     other = "Page not found. The file you asked for has moved or never existed here."
-    tiny = "Contact us"
+    tiny = "You need to enable JavaScript to run this app."  # under min_text_chars (50)
     found = await verdicts(tmp_path, [
         ("http://a.test/x", short), ("http://b.test/y", short), ("http://c.test/z", other),
         ("http://d.test/", tiny), ("http://e.test/", tiny)])
-    assert [v.reason for v in found] == [
-        None, Reason.NEAR_DUPLICATE, None, None, Reason.NEAR_DUPLICATE]
+    assert [v.reason for v in found] == [None, Reason.NEAR_DUPLICATE, None, None, None]
     assert found[1].duplicate_of == "http://a.test/x"
 
 
