@@ -33,6 +33,11 @@ Cost: with N indexed pages, a look-up returns about ``N * n / 2**(64 / n)`` unre
 candidates (k=3, 16-bit blocks: about 6 per 100,000 pages, 600 per 10 million).
 Beyond tens of millions of pages, keys should span more bits (Manku's permuted tables:
 more, smaller blocks and one key per combination of the blocks that must stay intact).
+
+The dedup stage uses these keys as the first of two stages: candidates within k bits
+(and those sharing a MinHash sketch key) are judged by their sketches
+(common.minhash); :func:`near_duplicate` is the SimHash-only rule, which still judges
+pages indexed without a sketch.
 """
 
 from __future__ import annotations
