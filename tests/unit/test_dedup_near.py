@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from bench.neardup.__main__ import load
+from bench.neardup.quality import load
 from common import minhash
 from common.adapters.sqlite_store import SqliteStateStore
 from common.messages import ParsedPage, Reason, StatusUpdate

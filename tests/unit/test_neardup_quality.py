@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from bench.neardup.__main__ import Figures, evaluate, load
+from bench.neardup.quality import Figures, evaluate, load
 from common.minhash import jaccard, shingle_hashes
 
 
