@@ -7,6 +7,7 @@ import random
 import numpy as np
 
 from common import minhash
+from common.messages import MAX_SKETCH_BYTES
 from common.simhash import block_keys, hamming, simhash64
 
 WORDS = [f"w{i}" for i in range(3000)]
@@ -41,6 +42,7 @@ STABLE_PREFIX = "021f3a115efac5316b05338a"
 
 def test_sketch_size_is_bounded() -> None:
     assert len(minhash.sketch(prose(1, 5000))) == minhash.SKETCH_BYTES
+    assert minhash.SKETCH_BYTES == MAX_SKETCH_BYTES  # what a ParsedPage may carry
 
 
 def test_short_texts_are_compared_exactly() -> None:
