@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from common import urls
+from common import minhash, urls
 from common.adapters.handling import while_down
 from common.archive import ArchiveWriter, TextFields, Written, read_response
 from common.messages import (
@@ -155,7 +155,7 @@ class ParserStage:
             # a page delivered again (a retry, a redelivery after a rebalance) keeps the
             # conversion record written the first time: one per response record
             key = (record.file, record.offset)
-            found, text_written, simhash, elapsed = await self.work.run(
+            found, text_written, simhash, sketch, elapsed = await self.work.run(
                 parse_job, result, record, text_written=self._texts.get(key))
             self._remember_text(key, text_written)
         except Exception as exc:  # a hostile page must end as a recorded outcome
@@ -171,7 +171,7 @@ class ParserStage:
         pm.links_extracted.inc(len(found.links))
         pm.text_bytes.inc(len(found.text.encode()))
         return msgspec.structs.replace(
-            base, simhash=simhash,
+            base, simhash=simhash, sketch=sketch,
             text_chars=len(found.text), title=found.title,
             text_record=text_written.pointer, links=found.links, noindex=found.noindex,
             nofollow=found.nofollow, text_words=found.signals.words,
@@ -257,10 +257,11 @@ def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) ->
 
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
               text_written: Written | None = None
-              ) -> tuple[Extracted, Written, int | None, float]:
+              ) -> tuple[Extracted, Written, int | None, bytes | None, float]:
     """Page work: read the stored response, analyse it, write its text record and
-    fingerprint the text. Returns the analysis, the text record, the SimHash (None for
-    a text without words) and the seconds spent reading and analysing. With
+    fingerprint the text. Returns the analysis, the text record, the SimHash and the
+    MinHash sketch (both None for a text without words) and the seconds spent reading
+    and analysing. With
     ``text_written`` (the page's conversion record from an earlier delivery) no text
     record is written again."""
     task = result.task
@@ -277,7 +278,8 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
             url=task.url, text=found.text, fetched_at=result.fetched_at,
             refers_to_record_id=stored.record_id, signals=text_fields(found.signals))
     simhash = simhash64(found.text) if found.text.strip() else None
-    return found, text_written, simhash, elapsed
+    sketch = minhash.sketch(found.text) if simhash is not None else None
+    return found, text_written, simhash, sketch or None, elapsed
 
 
 def text_fields(signals: TextSignals) -> TextFields:
