@@ -65,6 +65,39 @@ COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("start-up (imports)", ("<frozen importlib", "importlib/")),
 )
 
+# (step, (file fragment, function name or "" for any)); inclusive: a sample counts for
+# every step with a frame anywhere on its stack, so the steps overlap (link extraction
+# includes resolving hrefs; the page's parse is its own step).
+STEPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("charset decoding (parser.charset.decode_html)", (("parser/charset.py", "decode_html"),)),
+    ("HTML tree (parser.html.parse_document)", (("parser/html.py", "parse_document"),)),
+    ("link extraction (parser.html.extract: links, base, meta robots, title)",
+     (("parser/html.py", "extract"),)),
+    ("main text (parser.text.extract_main_text)", (("parser/text.py", "extract_main_text"),)),
+    ("text signals and SimHash (parser.signals, common.simhash)",
+     (("parser/signals.py", "text_signals"), ("common/simhash.py", ""))),
+    ("canonical form of links (common.urls.canonicalize)",
+     (("common/urls.py", "canonicalize"),)),
+    ("seen filter (frontier.seen)", (("frontier/seen.py", ""),)),
+    ("SQLite state store (common.adapters.sqlite_store, sqlite3)",
+     (("common/adapters/sqlite_store.py", ""), ("sqlite3/", ""))),
+    ("WARC records (common.archive, warcio)", (("common/archive.py", ""), ("warcio/", ""))),
+    ("compression (gzip, zlib, under WARC writing)",
+     (("gzip.py", ""), ("zlib", ""), ("warcio/", "compress"))),
+    ("robots.txt (common.robots, protego)", (("common/robots.py", ""), ("protego", ""))),
+    ("HTTP client (aiohttp)", (("aiohttp/", ""),)),
+)
+
+
+def _steps(frames: list[tuple[str, str]]) -> list[str]:
+    hit = []
+    for name, probes in STEPS:
+        if any(part in file and (not fn or func == fn or func.endswith("." + fn))
+               for func, file in frames for part, fn in probes):
+            hit.append(name)
+    return hit
+
+
 STAGES: tuple[tuple[str, str], ...] = (
     ("frontier", "frontier/"),
     ("fetcher", "fetcher/"),
@@ -172,6 +205,7 @@ def summarize(raw: str, rate: int) -> dict[str, Any]:
     stages: Counter[str] = Counter()
     threads: Counter[str] = Counter()
     leaves: Counter[str] = Counter()
+    steps: Counter[str] = Counter()
     for stack, n in _samples(raw):
         process, stack = _process(stack)
         frames = _frames(stack)
@@ -183,6 +217,8 @@ def summarize(raw: str, rate: int) -> dict[str, Any]:
         threads[thread] += n
         components[_component(frames)] += n
         stages[_stage(frames, thread)] += n
+        for step in _steps(frames):
+            steps[step] += n
         func, file = frames[-1]
         leaves[f"{func} ({_short(file)})"] += n
     busy = total - idle
@@ -194,6 +230,7 @@ def summarize(raw: str, rate: int) -> dict[str, Any]:
     return {"rate_hz": rate, "samples": total, "idle_samples": idle, "cpu_samples": busy,
             "cpu_seconds": busy / rate, "threads": table(threads),
             "components": table(components), "stages": table(stages),
+            "steps": table(steps),
             "hot_functions": table(Counter(dict(leaves.most_common(20))))}
 
 
