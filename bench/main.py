@@ -695,7 +695,7 @@ class Bench:
         results_file = f"bench/results/{self.cfg.name}.json"
         target.write_text(report.render(self.results, results_file=results_file))
         self.log(f"report: {target}; raw numbers: {results_file}")
-        for line in report.headline(self.results):
+        for line in [*report.headline(self.results), *report.real_headline(self.results)]:
             print(line)
         return 0
 
@@ -743,20 +743,21 @@ def render_only(cfg: Config) -> int:
 
     path = Path(cfg.render)
     results = json.loads(path.read_text())
-    prof = results.get("profile")
-    if prof and prof.get("raw_file") and (REPO / prof["raw_file"]).exists():
-        keep = {k: prof[k] for k in ("pages", "wall_seconds", "process_cpu_seconds",
-                                     "raw_file") if k in prof}
-        prof = summarize_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
-        prof.update(keep)
-        results["profile"] = prof
-        write_json(path, results)
+    for holder in (results, results.get("real") or {}):
+        prof = holder.get("profile")
+        if prof and prof.get("raw_file") and (REPO / prof["raw_file"]).exists():
+            keep = {k: prof[k] for k in ("pages", "wall_seconds", "process_cpu_seconds",
+                                         "raw_file") if k in prof}
+            prof = summarize_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
+            prof.update(keep)
+            holder["profile"] = prof
+    write_json(path, results)
     name = path.stem
     target = (Path(cfg.report_path) if cfg.report_path
               else REPORT if name in ("default", "full") else VAR / f"report-{name}.md")
     target.write_text(report.render(results, results_file=f"bench/results/{path.name}"))
     print(f"report: {target}", file=sys.stderr)
-    for line in report.headline(results):
+    for line in [*report.headline(results), *report.real_headline(results)]:
         print(line)
     return 0
 

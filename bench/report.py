@@ -783,7 +783,11 @@ def real_web_lines(results: dict[str, Any]) -> list[str]:
       f"KiB on average with {web.get('links_per_page')} links each, "
       f"{_f(web.get('not_found'), 0)} links to files that are not there (404), "
       f"{_f(web.get('other_files'), 0)} links to files that are not pages, "
-      f"{_f(web.get('robots_blocked'), 0)} URLs disallowed by robots.txt.\n")
+      f"{_f(web.get('robots_blocked'), 0)} URLs disallowed by robots.txt, "
+      f"{_f(web.get('duplicates'), 0)} pages byte-identical to one fetched before (fetched, "
+      "their links not followed: the crawler's exact-duplicate rule). Scrapy has no such "
+      "rule and follows those links (its *extra*), and skips links whose extension names "
+      "an image or archive (its *missing*).\n")
     w("| host | package (version) | start | disallowed | expected | HTML pages | 404 |")
     w("|---|---|---|---|---|---|---|")
     for host, site in (web.get("sites") or {}).items():
