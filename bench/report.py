@@ -837,10 +837,19 @@ def real_web_lines(results: dict[str, Any]) -> list[str]:
           f"{_f(1000 * prof.get('cpu_seconds', 0) / pages)} CPU ms per page. Steps are "
           "inclusive (a sample counts for every step on its stack), so they overlap: link "
           "extraction includes resolving hrefs, WARC records include their compression.\n")
-        w("| step | CPU ms per page | share of busy CPU |\n|---|---|---|")
+        many = ((real.get("many_hosts") or {}).get("summary") or {}).get("embedded")
+        measured = _median(many, "cpu_seconds_per_1000_pages")
+        w("py-spy counts a thread that is ready to run as busy, so on a loaded machine the "
+          "sampled CPU exceeds what the kernel measured; the last column scales each share "
+          "to the CPU per page of the unprofiled runs above"
+          + (f" ({_f(measured, 1)} ms)" if measured else " (not measured in this run)")
+          + ".\n")
+        w("| step | sampled CPU ms per page | share of busy samples | ms per page at the "
+          "measured CPU |\n|---|---|---|---|")
         for row in prof.get("steps") or []:
+            scaled = _f(row["share"] * measured, 2) if measured else "–"
             w(f"| {row['name']} | {_f(1000 * row['cpu_seconds'] / pages, 2)} | "
-              f"{100 * row['share']:.1f}% |")
+              f"{100 * row['share']:.1f}% | {scaled} |")
         w("")
         w("| component (first match from the leaf) | share |\n|---|---|")
         for row in (prof.get("components") or [])[:10]:
