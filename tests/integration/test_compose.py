@@ -8,7 +8,7 @@ busiest fetcher container is killed with SIGKILL mid-crawl (its main process, by
 a crash would) and comes back by its restart policy, and so does the simulated web in
 its network namespace (only with ``CRAWLER_TEST_COMPOSE_KILL=1``: a page stored by the
 killed fetcher and fetched again was parsed from its bodiless revisit record, which lost
-its links; fixed, but 1 of 13 runs since still ended short, 108 of 162 pages, cause not
+its links; fixed, but 1 of 9 runs since still ended short, 108 of 162 pages, cause not
 found; on a short crawl the test prints the store's rows and the fetchers' logs); the
 crawl ends with the seed figures (162 fetched, 132 kept, 30 exact duplicates, 1
 robots-blocked, 1 host capped) read through the control API and nothing lost; the
