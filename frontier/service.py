@@ -774,7 +774,10 @@ class Frontier:
                     timeout = 0.0
                 if self.settings.crawl.stall_seconds or self._next_refresh_check:
                     # the watchdog and the look for due refreshes: about every second
-                    timeout = 1.0 if timeout is None else min(timeout, 1.0)
+                    # (or every refresh.check_interval, if shorter)
+                    wake = (min(1.0, self.settings.refresh.check_interval)
+                            if self._next_refresh_check else 1.0)
+                    timeout = wake if timeout is None else min(timeout, wake)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             if self._dispatch_tasks:
