@@ -66,7 +66,8 @@ class SimulatedCrawl:
 
     async def __aenter__(self) -> SimulatedCrawl:
         await self.web.start()
-        crawl = {"clock_offset_file": str(self.clock_file),
+        # page work on threads: a restart needs no new worker processes
+        crawl = {"clock_offset_file": str(self.clock_file), "page_processes": 0,
                  **self.sections.pop("crawl", {})}
         refresh = {"check_interval": 0.05, **self.sections.pop("refresh", {})}
         self.settings = settings_for(self.web, self.out / "crawl", crawl=crawl,
