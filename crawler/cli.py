@@ -1,6 +1,8 @@
 """The ``crawler`` command.
 
     crawler crawl URL... [--max-pages N] [--out DIR]   embedded crawl (resumable)
+    crawler crawl URL... --recrawl-interval S --continuous
+                                                       ... kept fresh until interrupted
     crawler demo                                       crawl the simulated web's seed scenario
     crawler stats [--out DIR] [--api URL]              figures of a crawl (folder or cluster)
     crawler seed URL... [--priority N] [--api URL]     put seed URLs into a running crawl
@@ -85,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("stats", help="print the figures of a crawl folder")
     s.add_argument("--out", default=None)
+    s.add_argument("--recrawl-interval", type=float, default=None, metavar="SECONDS",
+                   help="the crawl's recrawl interval: also show when its stored pages "
+                        "are due for a refresh (CRAWLER_CRAWL_RECRAWL_INTERVAL)")
     _api_options(s)
 
     sd = sub.add_parser("seed", help="put seed URLs into a running cluster (through the bus)")
