@@ -204,7 +204,7 @@ class FrontierMetrics:
             "Offered URLs dropped because the seen filter already knew them.",
             registry=registry)
         self.dispatched = Counter(
-            "crawler_frontier_dispatched_total",
+            "crawler_frontier_fetch_tasks_total",
             "Fetch tasks sent to the fetchers, by kind: new (a page never stored) or "
             "refresh (a stored page fetched again).", ["kind"], registry=registry)
         self.refreshes_queued = Counter(
