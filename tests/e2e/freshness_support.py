@@ -42,9 +42,8 @@ def start_offset(now: float | None = None) -> float:
     return (math.ceil(now / DAY) + 1) * DAY + 60.0 - now
 
 
-async def until(condition: Callable[[], bool], what: str,
-                timeout: float = SETTLE_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
+async def until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + SETTLE_TIMEOUT
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
@@ -55,6 +54,7 @@ class SimulatedCrawl:
     """An embedded crawl of a simulated web, both on the clock of ``clock_file``."""
 
     def __init__(self, scenario: Scenario, out: Path, **sections: Mapping[str, Any]) -> None:
+        out.mkdir(parents=True, exist_ok=True)
         self.clock_file = out / "clock-offset"
         self.offset = start_offset()
         set_offset(self.clock_file, self.offset)
