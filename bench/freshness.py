@@ -14,7 +14,9 @@ twice:
   ``--start`` hours, between 1 hour and 90 days (the defaults);
 - fixed: every page every N hours (``CRAWLER_REFRESH_ADAPTIVE=false``), N chosen as the
   shortest whole number of hours that makes no more page fetches than the adaptive run
-  made (so the fixed run gets at most the same budget; ``--fixed`` to give N).
+  made (so the fixed run gets at most the same budget; ``--fixed`` to give N), and
+  also N - 1 hours, which makes more fetches than the adaptive run: the two bracket
+  the adaptive run's budget.
 
 It prints, for both, the page fetches and the share of stored copies current: over the
 window's last day (the figure for "at the end": averaged over its 24 hourly steps, so
@@ -119,7 +121,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, object]:
             # times; start from the n that this estimate puts at the adaptive budget
             per_page = adaptive.fetches / (args.hosts * (args.pages + 1)) - 1
             candidates = [max(1, math.ceil(args.hours / max(per_page, 1e-9)))]
-        fixed = None
+        fixed = more = None
         for n in candidates:
             while True:
                 trial = await run(web, args.hours, adaptive=False, interval=n * HOUR,
@@ -130,9 +132,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, object]:
                     fixed = trial
                     break
                 n += 1
+        if not args.fixed and n > 1:
+            # the next shorter interval: more fetches than the adaptive run made
+            more = await run(web, args.hours, adaptive=False, interval=(n - 1) * HOUR,
+                             out=Path(tmp) / f"fixed-{n - 1}")
+            print(_line(more), flush=True)
     assert fixed is not None
     return {"hosts": args.hosts, "pages_per_host": args.pages, "hours": args.hours,
             "adaptive": asdict(adaptive), "fixed": asdict(fixed),
+            "fixed_more_fetches": asdict(more) if more is not None else None,
             "fixed_tried": [asdict(r) for r in fixed_runs]}
 
 
