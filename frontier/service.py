@@ -892,12 +892,13 @@ class Frontier:
     def _push_ready(self, host: str, slot: HostSlot) -> None:
         """Put a ready host in the ready heap of its next URL's kind (new or refresh),
         ordered by that URL's priority."""
-        prio = slot.head[0].priority if slot.head else 0
-        if slot.refreshing():
-            prio = slot.head[0].priority if slot.head else refresh_priority(self.settings)
-            heapq.heappush(self._ready_refresh, (prio, next(self._seq), host))
-        else:
-            heapq.heappush(self._ready, (prio, next(self._seq), host))
+        refreshing = slot.refreshing()
+        if slot.head:
+            prio = slot.head[0].priority
+        else:  # its head is read at dispatch: the level its queued rows are likely at
+            prio = refresh_priority(self.settings) if refreshing else 0
+        heap = self._ready_refresh if refreshing else self._ready
+        heapq.heappush(heap, (prio, next(self._seq), host))
 
     def _live_top(self, heap: list[tuple[int, int, str]]) -> bool:
         """Drop entries of hosts no longer ready from the top of ``heap``; True when a
