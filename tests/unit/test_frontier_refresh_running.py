@@ -82,3 +82,27 @@ async def test_refreshes_fall_due_while_running_for_the_owned_hosts_only(
     for h in set(HOSTS) - mine:  # another frontier's: left as they were
         row = await store.get_url(h, f"http://{h}/")
         assert row is not None and row.status is UrlStatus.DONE
+
+
+async def test_ready_hosts_go_out_by_level_with_refreshes_on_their_share(
+        store: SqliteStateStore) -> None:
+    """The order across hosts: seeds and sitemap files (0), links (1), sitemap-listed
+    URLs (2) first by level; refreshes (3) take every fourth slot while new pages wait
+    (share 0.25), and every slot once none waits."""
+    frontier = Frontier(Settings(), MemoryBus(), store)
+    record = RecordPointer("w.warc.gz", 0, 10)
+    wanted = {"seed.test": (0, None), "link.test": (1, None), "listed.test": (2, None),
+              "link2.test": (1, None), "seed2.test": (0, None)}
+    wanted |= {f"r{i}.test": (3, record) for i in range(4)}
+    for host, (prio, rec) in wanted.items():
+        slot = await frontier._slot(host)
+        slot.head.append(UrlState(host=host, url=f"http://{host}/", priority=prio,
+                                  record=rec))
+        slot.ready = True
+        frontier._push_ready(host, slot)
+    order = []
+    while (host := frontier._pop_ready()) is not None:
+        frontier._slots[host].ready = False
+        order.append(host)
+    assert order == ["seed.test", "seed2.test", "link.test", "r0.test", "link2.test",
+                     "listed.test", "r1.test", "r2.test", "r3.test"]
