@@ -108,7 +108,8 @@ class FetcherStage:
         self.robots = robots
         # where WARC exchanges are written: worker threads here, or worker processes
         self.work: PageWork = work or ThreadPageWork(WorkContext(settings, blobs, archive))
-        self.gate = HostGate(clock=self.clock)
+        # the gate waits on the monotonic clock; a response's end comes on the crawl's clock
+        self.gate = HostGate(wall=self.clock)
         self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.counters = FetcherCounters()
         # the results of the most recent tasks, by task id, for tasks delivered again
