@@ -151,6 +151,8 @@ class FetcherMetrics:
 
 
 DISPATCH_KINDS = ("new", "refresh")
+# the buckets of frontier.policy.due_buckets, shown at 0 before the first look
+REFRESH_DUE_BUCKETS = ("now", "next_hour", "next_day", "next_week", "later", "never")
 
 
 class FrontierMetrics:
@@ -218,6 +220,8 @@ class FrontierMetrics:
             "for due refreshes.", ["due"], registry=registry)
         for kind in DISPATCH_KINDS:
             self.dispatched.labels(kind)
+        for due in REFRESH_DUE_BUCKETS:  # a dashboard shows 0, not "no data"
+            self.refresh_due.labels(due).set(0)
         for outcome in FetchOutcome:  # a dashboard shows 0 retries, not "no data"
             self.retries.labels(outcome.value)
         for reason in Reason:  # and 0 rejections, even when a crawl ends within a scrape

@@ -182,3 +182,16 @@ def test_due_buckets_count_what_is_due_when() -> None:
              now + 30 * 86_400.0]
     assert due_buckets(times, now) == {"now": 2, "next_hour": 1, "next_day": 1,
                                       "next_week": 1, "later": 1, "never": 1}
+
+
+def test_the_due_buckets_are_exported_at_0_before_the_first_look() -> None:
+    from prometheus_client import generate_latest
+
+    from common.metrics import REFRESH_DUE_BUCKETS, Metrics
+    from frontier.policy import due_buckets
+
+    assert tuple(due_buckets([], 0.0)) == REFRESH_DUE_BUCKETS
+    metrics = Metrics.create(roles=("frontier",), process=False)
+    text = generate_latest(metrics.registry).decode()
+    for due in REFRESH_DUE_BUCKETS:
+        assert f'crawler_frontier_refresh_due_urls{{due="{due}"}} 0.0' in text
