@@ -148,6 +148,7 @@ class Reason(enum.StrEnum):
     SITEMAP_INVALID = "sitemap_invalid"  # not a sitemap, malformed XML, a DTD or entities
     SITEMAP_CAPPED = "sitemap_capped"  # over 50,000 URLs or 50 MB: read up to the cap
     SITEMAP_DEPTH = "sitemap_depth"  # a sitemap nested deeper in indexes than allowed
+    RENDER_ERROR = "render_error"  # chosen for rendering, the browser failed; plain parse kept
 
 
 def _check_simhash(value: int | None) -> None:
@@ -287,6 +288,8 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     kind: TaskKind = TaskKind.PAGE  # a sitemap: its URLs are already on the bus
     reason: Reason | None = None  # a sitemap: how reading it ended (Reason.SITEMAP...)
     detail: str | None = None  # a sitemap: what it held
+    rendered: RecordPointer | None = None  # the DOM a browser built (docs/rendering.md)
+    render_error: str | None = None  # chosen for rendering, and the browser failed
 
     def __post_init__(self) -> None:
         _check_simhash(self.simhash)
