@@ -33,6 +33,10 @@ pytestmark = pytest.mark.e2e
 def _browser_installed() -> None:
     if find_browser() is None:
         unavailable("chromium not installed (apt-get install chromium)")
+    try:
+        import playwright.async_api  # noqa: F401
+    except ImportError:
+        unavailable("playwright not installed (pip install -e '.[render]')")
 
 
 class _Listener:
