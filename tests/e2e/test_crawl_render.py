@@ -86,7 +86,7 @@ async def test_rendering_crawls_script_links_and_fetches_nothing_forbidden(
     for never in ("/private/tracker.js", "/private/leak", "/style.css", "/logo.png"):
         assert never not in requested
     assert listener.connections == 0
-    for path in items + ["/about"]:
+    for path in [*items, "/about"]:
         assert out.row(key(web, f"spa.test{path}")).status is UrlStatus.DONE
 
     # the rendered DOM is a conversion record that refers to the page's response
@@ -124,10 +124,10 @@ async def test_a_page_over_its_memory_cap_ends_as_render_error(tmp_path: Path) -
 
 
 async def test_a_killed_browser_is_started_again(tmp_path: Path) -> None:
+    from common.adapters.sqlite_store import SqliteStateStore
     from fetcher.gate import HostGate
     from fetcher.http import HttpFetcher
     from fetcher.robots_cache import RobotsCache
-    from common.adapters.sqlite_store import SqliteStateStore
 
     async with SimWeb(build_rendering(), dns=True) as web:
         settings = settings_for(web, tmp_path, render=RENDER)
