@@ -13,8 +13,9 @@ driven two ways, alternating rounds so that a busy machine disturbs both alike:
 Per round: seconds to a usable browser (launch and connect), seconds per page, and the
 memory (PSS from /proc: shared pages split between the processes) of the browser's
 processes and of the client's own helper process (Playwright's Node driver). Also
-measures the automatic render signal (:func:`common.rendering.looks_like_shell`) on every page of the seed and features
-scenarios (which need no rendering) and on the rendering scenario's shells.
+measures the automatic render signal (:func:`common.rendering.looks_like_shell`) on
+every page of the seed and features scenarios (which need no rendering) and on the
+rendering scenario's shells.
 """
 
 from __future__ import annotations
