@@ -172,7 +172,8 @@ class EmbeddedCrawler:
             from render.browser import ChromiumRenderer
 
             self.renderer = ChromiumRenderer(settings, http=self.http, robots=self.robots,
-                                             gate=self.fetcher.gate)
+                                             gate=self.fetcher.gate,
+                                             metrics=self.metrics.parser)
         self.parser = ParserStage(settings, self.bus, self.blobs, self.archive,
                                   metrics=self.metrics, work=self.work.lane("parse"),
                                   renderer=self.renderer)

@@ -22,7 +22,8 @@ Each page gets a fresh browser context (no cookies, storage or cache shared betw
 pages), a time limit (``CRAWLER_RENDER_PAGE_TIMEOUT``) and a JavaScript heap cap
 (``CRAWLER_RENDER_JS_HEAP_MB``, V8's ``--max-old-space-size``): a page over it crashes
 its own tab, which ends as :class:`RenderError`. A browser that died (crashed, killed)
-also ends the page as :class:`RenderError`, and the next page starts a new one.
+under a page is started again and the page tried once more in it (another page may have
+been the cause); a second death ends the page as :class:`RenderError`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -48,6 +49,7 @@ from common.settings import Settings
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Playwright, Request, Route
 
+    from common.metrics import ParserMetrics
     from fetcher.gate import HostGate
     from fetcher.http import HttpFetcher
     from fetcher.robots_cache import RobotsCache
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
+STDERR_LINES = 20  # last lines of a browser's stderr kept for the reason it died
 START_TIMEOUT = 30.0  # seconds for a new browser to print its DevTools address
 _DEVTOOLS_RE = re.compile(rb"DevTools listening on (ws://\S+)")
 # response headers handed to the browser with a body (the rest describe the transfer)
@@ -67,9 +70,11 @@ _PASSED_RULE = frozenset({Verdict.FETCH, Verdict.FAILED, Verdict.BLOCKED_SSRF,
 class RenderError(RuntimeError):
     """A page could not be rendered: time limit, crashed tab, dead browser."""
 
-    def __init__(self, message: str, *, crashed: bool = False) -> None:
+    def __init__(self, message: str, *, crashed: bool = False,
+                 browser_died: bool = False) -> None:
         super().__init__(message)
         self.crashed = crashed
+        self.browser_died = browser_died
 
 
 class BrowserMissingError(RenderError):
@@ -135,6 +140,21 @@ class _Browser:
         self.proc = proc
         self.browser = browser
         self.profile = profile
+        self.stderr_tail: deque[bytes] = deque(maxlen=STDERR_LINES)
+        assert proc.stderr is not None
+        # the rest of stderr is read (so the browser never blocks on it); the last
+        # lines are kept to say why a browser died
+        self.drain = asyncio.get_running_loop().create_task(self._drain(proc.stderr))
+
+    async def _drain(self, stream: asyncio.StreamReader) -> None:
+        with contextlib.suppress(Exception):
+            while chunk := await stream.read(65536):
+                self.stderr_tail.extend(line[:300] for line in chunk.splitlines() if line)
+
+    def last_words(self) -> str:
+        status = self.proc.returncode
+        tail = b" | ".join(list(self.stderr_tail)[-3:]).decode("utf-8", "replace")
+        return f"exit status {status}; stderr: {tail or 'nothing'}"
 
     @property
     def alive(self) -> bool:
@@ -150,6 +170,7 @@ class _Browser:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(10):
                 await self.proc.wait()
+        self.drain.cancel()
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
@@ -157,8 +178,9 @@ class ChromiumRenderer:
     """Renders pages in one shared headless Chromium; see the module docstring."""
 
     def __init__(self, settings: Settings, *, http: HttpFetcher, robots: RobotsCache,
-                 gate: HostGate) -> None:
+                 gate: HostGate, metrics: ParserMetrics | None = None) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.rs = settings.render
         self.http = http
         self.robots = robots
@@ -202,6 +224,8 @@ class ChromiumRenderer:
                 self._browser = None
             self._browser = await self._launch()
             self.counters.browsers_started += 1
+            if self.metrics is not None:
+                self.metrics.browser_starts.inc()
             return self._browser
 
     async def _launch(self) -> _Browser:
@@ -241,9 +265,6 @@ class ChromiumRenderer:
             await proc.wait()
             shutil.rmtree(profile, ignore_errors=True)
             raise
-        # the rest of stderr is read and dropped, so the browser never blocks on it
-        assert proc.stderr is not None
-        asyncio.get_running_loop().create_task(_drain(proc.stderr))
         log.info("render: started %s (pid %d)", exe, proc.pid)
         return _Browser(proc, browser, profile)
 
@@ -260,11 +281,31 @@ class ChromiumRenderer:
         its own that a script makes. Raises :class:`RenderError`."""
         async with self._slots:
             try:
-                out = await self._render(page, delay)
+                try:
+                    try:
+                        out = await self._render(page, delay)
+                    except RenderError as exc:
+                        if not exc.browser_died:
+                            raise
+                        # the browser died under this page: it may have been another
+                        # page's doing, so this one gets one more try in a new browser
+                        log.warning("render %s: %s; trying once more", page.url, exc)
+                        out = await self._render(page, delay)
+                except RenderError:
+                    raise
+                except Exception as exc:  # launching, connecting: still this page's end
+                    raise RenderError(f"the browser failed: {exc!r}") from exc
             except RenderError:
                 self.counters.failed += 1
+                if self.metrics is not None:
+                    self.metrics.rendered_pages.labels("render_error").inc()
                 raise
             self.counters.pages += 1
+            if self.metrics is not None:
+                self.metrics.rendered_pages.labels("rendered").inc()
+                self.metrics.render_duration.observe(out.elapsed)
+                for _, verdict in out.requests:
+                    self.metrics.render_requests.labels(verdict.value).inc()
             return out
 
     async def _render(self, source: PageSource, delay: float) -> Rendered:
@@ -300,8 +341,10 @@ class ChromiumRenderer:
             what = ("the browser died" if dead else
                     "the page crashed (over its memory cap?)" if crashed.is_set()
                     else "the browser failed")
+            if dead:
+                what += f" ({b.last_words()})"
             raise RenderError(f"{what}: {str(exc).splitlines()[0][:300]}",
-                              crashed=dead or crashed.is_set()) from None
+                              crashed=dead or crashed.is_set(), browser_died=dead) from None
         finally:
             if context is not None:
                 try:
@@ -387,8 +430,3 @@ async def _devtools_address(proc: asyncio.subprocess.Process) -> str:
         if found:
             return found.group(1).decode()
 
-
-async def _drain(stream: asyncio.StreamReader) -> None:
-    with contextlib.suppress(Exception):
-        while await stream.read(65536):
-            pass

@@ -125,6 +125,7 @@ async def test_a_page_over_its_memory_cap_ends_as_render_error(tmp_path: Path) -
 
 async def test_a_killed_browser_is_started_again(tmp_path: Path) -> None:
     from common.adapters.sqlite_store import SqliteStateStore
+    from common.metrics import Metrics
     from fetcher.gate import HostGate
     from fetcher.http import HttpFetcher
     from fetcher.robots_cache import RobotsCache
@@ -135,9 +136,10 @@ async def test_a_killed_browser_is_started_again(tmp_path: Path) -> None:
         await store.open()
         http = HttpFetcher(settings)
         await http.start()
+        metrics = Metrics.create(roles=("parser",), process=False).parser
         renderer = ChromiumRenderer(settings, http=http, robots=RobotsCache(store, http,
                                                                             settings),
-                                    gate=HostGate())
+                                    gate=HostGate(), metrics=metrics)
         page = ToRender(why=RenderWhy.HOST, url=web.url("spa.test", "/"), status=200,
                         headers=[("Content-Type", "text/html")],
                         body=b"<div id=x></div><script>x.textContent='built'</script>",
@@ -156,6 +158,10 @@ async def test_a_killed_browser_is_started_again(tmp_path: Path) -> None:
             assert "built" in again.html
             assert renderer.browser_pid not in (None, pid)
             assert renderer.counters.browsers_started == 2
+            assert metrics.browser_starts._value.get() == 2
+            assert metrics.rendered_pages.labels("rendered")._value.get() == 2
+            # the page itself, answered from the stored response; nothing else asked
+            assert metrics.render_requests.labels("page")._value.get() == 2
         except RenderError as exc:  # pragma: no cover - the assertion message
             pytest.fail(f"rendering failed: {exc}")
         finally:
