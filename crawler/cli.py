@@ -323,6 +323,12 @@ def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool) -> i
     problem = _out_problem(settings)
     if problem:
         return _fail(problem, 2)
+    if settings.render.enabled:
+        from render.browser import render_problem
+
+        problem = render_problem(settings)
+        if problem:
+            return _fail(problem, 2)
     tracking = urls.TrackingRules.from_settings(settings.urls)
     batch = seed_batch(seeds, 0, tracking)
     for raw, why in batch.rejected:

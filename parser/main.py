@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from common.archive import ArchiveWriter
 from common.messages import Topic
 from common.metrics import Metrics
@@ -9,8 +11,13 @@ from common.runtime import make_blobs, make_bus, run_service, writer_id
 from common.settings import Settings
 from parser.service import ParserStage
 
+log = logging.getLogger(__name__)
+
 
 async def run(settings: Settings) -> None:
+    if settings.render.enabled:
+        log.warning("CRAWLER_RENDER_ENABLED is read by embedded mode only: the parser parses "
+                    "pages as fetched (docs/rendering.md)")
     metrics = Metrics.create(roles=("parser",))
     bus = make_bus(settings, metrics=metrics)
     writer = writer_id("parser")

@@ -106,6 +106,20 @@ class PageSource(Protocol):
     def body(self) -> bytes: ...
 
 
+def render_problem(settings: Settings) -> str | None:
+    """Why rendering cannot work here (no browser, no driver), or None. Starts nothing."""
+    if find_browser(settings.render.browser) is None:
+        where = settings.render.browser or "chromium on the PATH"
+        return (f"CRAWLER_RENDER_ENABLED: no Chromium found ({where}; Debian: apt-get "
+                f"install chromium)")
+    try:
+        import playwright.async_api  # noqa: F401
+    except ImportError:
+        return ("CRAWLER_RENDER_ENABLED: the playwright package is missing (pip install "
+                "'polite-crawler[render]')")
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Rendered:
     """A rendered page: its DOM as HTML and what became of each request it made."""
