@@ -63,6 +63,7 @@ class Topic(enum.StrEnum):
     PAGES = "pages"  # PageRecord, key=host: one per stored page, for the indexer
     DEAD_LETTER = "deadletter"  # DeadLetter: messages that failed too often
     CONTROL = "control"  # HostControl, key=host: operator changes for the host's owner
+    RENDER = "render"  # FetchResult, key=host: pages to render -> render service
 
 
 class LinkKind(enum.StrEnum):
@@ -376,6 +377,7 @@ TOPIC_TYPES: dict[Topic, type[Any]] = {
     Topic.PAGES: PageRecord,
     Topic.DEAD_LETTER: DeadLetter,
     Topic.CONTROL: HostControl,
+    Topic.RENDER: FetchResult,
 }
 
 M = TypeVar("M")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from common.archive import ArchiveWriter
 from common.messages import Topic
 from common.metrics import Metrics
@@ -14,13 +12,8 @@ from fetcher.http import HttpFetcher
 from fetcher.robots_cache import RobotsCache
 from fetcher.service import FetcherStage
 
-log = logging.getLogger(__name__)
-
 
 async def run(settings: Settings) -> None:
-    if settings.render.enabled:
-        log.warning("CRAWLER_RENDER_ENABLED is read by embedded mode only: the fetcher parses "
-                    "pages as fetched (docs/rendering.md)")
     inline = settings.fetcher.parse_inline
     # parsing and judging here: their metrics are served here too
     metrics = Metrics.create(roles=("fetcher", "parser", "dedup") if inline

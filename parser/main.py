@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from common.archive import ArchiveWriter
 from common.messages import Topic
 from common.metrics import Metrics
@@ -11,20 +9,17 @@ from common.runtime import make_blobs, make_bus, run_service, writer_id
 from common.settings import Settings
 from parser.service import ParserStage
 
-log = logging.getLogger(__name__)
-
 
 async def run(settings: Settings) -> None:
-    if settings.render.enabled:
-        log.warning("CRAWLER_RENDER_ENABLED is read by embedded mode only: the parser parses "
-                    "pages as fetched (docs/rendering.md)")
     metrics = Metrics.create(roles=("parser",))
     bus = make_bus(settings, metrics=metrics)
     writer = writer_id("parser")
     blobs = make_blobs(settings, writer)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")
-    stage = ParserStage(settings, bus, blobs, archive, metrics=metrics)
+    # with rendering on, pages the render rules choose go to the render service
+    stage = ParserStage(settings, bus, blobs, archive, metrics=metrics,
+                        defer_render=settings.render.enabled)
 
     async def stop() -> None:
         await bus.stop()

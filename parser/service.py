@@ -133,12 +133,16 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
 class ParserStage:
     def __init__(self, settings: Settings, bus: Bus, blobs: BlobStore,
                  archive: ArchiveWriter, *, metrics: Metrics | None = None,
-                 work: PageWork | None = None, renderer: PageRenderer | None = None
-                 ) -> None:
+                 work: PageWork | None = None, renderer: PageRenderer | None = None,
+                 defer_render: bool = False) -> None:
         self.settings = settings
         self.bus = bus
-        # pages the render rules choose are loaded in a browser (docs/rendering.md)
+        # pages the render rules choose are loaded in a browser (docs/rendering.md): by
+        # ``renderer`` here, or (``defer_render``, cluster mode) handed to the render
+        # service on topic render, which parses, judges and sends their verdict
         self.renderer = renderer
+        self.defer_render = defer_render and renderer is None
+        self.deferred = 0
         self.rendered = 0
         self.render_failed = 0
         self.blobs = blobs
@@ -166,11 +170,15 @@ class ParserStage:
         if result.verdict is not None:
             return  # parsed and judged by its fetcher (parse_inline)
         page = await self.parse(result, result.record)
+        if page is None:
+            return  # handed to the render service
         # parsed and its text archived: a bus outage waits here rather than parse again
         await while_down(lambda: self.bus.publish(Topic.PARSED, page.host, page),
                          f"publishing the parse of {page.url}")
 
-    async def parse(self, result: FetchResult, record: RecordPointer) -> ParsedPage:
+    async def parse(self, result: FetchResult, record: RecordPointer) -> ParsedPage | None:
+        """The page's parse; None when it was handed to the render service (then that
+        service sends its verdict)."""
         task = result.task
         base = ParsedPage(url=task.url, host=task.host, depth=task.depth,
                           priority=task.priority, status=result.status,
@@ -191,7 +199,12 @@ class ParserStage:
             # conversion record written the first time: one per response record
             found, text_written, simhash, elapsed, to_render = await self.work.run(
                 parse_job, result, record, text_written=self._texts.get(key),
-                render=self.renderer is not None)
+                render=self.renderer is not None or self.defer_render)
+            if to_render is not None and self.renderer is None:
+                self.deferred += 1
+                await while_down(lambda: self.bus.publish(Topic.RENDER, task.host, result),
+                                 f"handing {task.url} to the render service")
+                return None
             if to_render is not None:
                 assert self.renderer is not None
                 try:

@@ -168,3 +168,92 @@ async def test_a_killed_browser_is_started_again(tmp_path: Path) -> None:
             await renderer.close()
             await http.close()
             await store.close()
+
+
+async def test_cluster_stages_hand_shells_to_the_render_service(tmp_path: Path) -> None:
+    """Cluster mode's wiring, in one process on the in-memory bus: the fetcher's inline
+    parser hands the shell to topic render (no verdict with its fetch result) and
+    judges a plain page itself; the render stage renders the shell and sends its
+    verdict on topic status, and its links on topic discovered."""
+    from common.adapters.memory_bus import MemoryBus
+    from common.adapters.sqlite_store import SqliteStateStore
+    from common.archive import ArchiveWriter
+    from common.messages import Discovered, FetchResult, FetchTask, StatusUpdate, Topic
+    from common.metrics import Metrics
+    from common.pagework import KEEP_RECENT, ThreadPageWork, WorkContext
+    from common.ports import Delivery
+    from common.runtime import make_blobs
+    from crawler.inline import page_judge
+    from fetcher.http import HttpFetcher
+    from fetcher.robots_cache import RobotsCache
+    from fetcher.service import FetcherStage
+    from render.service import RenderStage
+
+    async with SimWeb(build_rendering(), dns=True) as web:
+        settings = settings_for(web, tmp_path, render=RENDER)
+        metrics = Metrics.create(("parser", "dedup"), process=False)
+        store = SqliteStateStore(tmp_path / "state.sqlite")
+        await store.open()
+        blobs = make_blobs(settings, "cluster-test")
+        archive = ArchiveWriter(blobs, software=settings.crawl.user_agent)
+        bus = MemoryBus(settings.bus, partitions=1)
+        seen: dict[Topic, list[object]] = {t: [] for t in
+                                           (Topic.FETCHED, Topic.RENDER, Topic.STATUS,
+                                            Topic.DISCOVERED)}
+        for topic in seen:
+            bus.declare_group(f"watch-{topic.value}", (topic,))
+
+        def watcher(topic: Topic):  # type: ignore[no-untyped-def]
+            async def watch(d: Delivery) -> None:
+                seen[topic].append(d.message)
+            return watch
+
+        watchers = [asyncio.create_task(bus.consume(f"watch-{t.value}", (t,), watcher(t)))
+                    for t in seen]
+        http = HttpFetcher(settings)
+        await http.start()
+        robots = RobotsCache(store, http, settings)
+        work = ThreadPageWork(WorkContext(settings, blobs, archive, keep_recent=KEEP_RECENT))
+        judge = page_judge(settings, bus, store, blobs, archive, work, metrics)
+        fetcher = FetcherStage(settings, bus, store, blobs, archive, http, robots,
+                               metrics=metrics, work=work, judge=judge)
+        renderer = ChromiumRenderer(settings, http=http, robots=robots, gate=fetcher.gate,
+                                    metrics=metrics.parser)
+        stage = RenderStage(settings, bus, store, blobs, archive, renderer, metrics=metrics)
+        try:
+            for n, path in enumerate(("/", "/about")):
+                task = FetchTask(task_id=f"t{n}", url=web.url("spa.test", path),
+                                 host="spa.test", delay=DELAY)
+                await fetcher.handle(Delivery(topic=Topic.FETCH, key="spa.test",
+                                              message=task))
+            await bus.wait_idle()
+            fetched = {r.task.url: r for r in seen[Topic.FETCHED]
+                       if isinstance(r, FetchResult)}
+            home, about = web.url("spa.test", "/"), web.url("spa.test", "/about")
+            assert fetched[home].verdict is None  # the render service sends it
+            assert fetched[about].verdict is not None  # judged inline as before
+            handed = [r for r in seen[Topic.RENDER] if isinstance(r, FetchResult)]
+            assert [r.task.url for r in handed] == [home]
+            assert not any(isinstance(m, StatusUpdate) for m in seen[Topic.STATUS])
+
+            await stage.handle(Delivery(topic=Topic.RENDER, key="spa.test",
+                                        message=handed[0]))
+            await bus.wait_idle()
+            verdicts = [m for m in seen[Topic.STATUS] if isinstance(m, StatusUpdate)]
+            assert [(v.url, v.reason) for v in verdicts] == [(home, None)]
+            links = {link.url for m in seen[Topic.DISCOVERED] if isinstance(m, Discovered)
+                     for link in m.links}
+            assert {web.url("spa.test", f"/item/{n}") for n in range(1, 4)} <= links
+        finally:
+            await bus.stop()
+            for t in watchers:
+                t.cancel()
+            await renderer.close()
+            await http.close()
+            blobs.flush()
+            blobs.close()
+            await store.close()
+        requested = [r.path for r in hits(web, "spa.test")]
+    assert requested.count("/") == 1
+    assert "/app.js" in requested and "/api/items.json" in requested
+    assert "/private/tracker.js" not in requested
