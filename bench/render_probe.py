@@ -14,8 +14,9 @@ Per round: seconds to a usable browser (launch and connect), seconds per page, a
 memory (PSS from /proc: shared pages split between the processes) of the browser's
 processes and of the client's own helper process (Playwright's Node driver). Also
 measures the automatic render signal (:func:`common.rendering.looks_like_shell`) on
-every page of the seed and features scenarios (which need no rendering) and on the
-rendering scenario's shells.
+every page of the seed and features scenarios (which need no rendering), on the 181
+real news and blog pages of tests/conformance/article-extraction (none a shell) and on
+the rendering scenario's shells.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import gzip
 import itertools
 import json
 import os
@@ -34,6 +36,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -46,6 +49,7 @@ from simweb.scenarios import build_rendering, features, seed
 from simweb.site import Site
 
 URL = "http://spa.test/"
+ROOT = Path(__file__).resolve().parents[1]
 _DEVTOOLS_RE = re.compile(rb"DevTools listening on (ws://\S+)")
 
 
@@ -297,6 +301,21 @@ def signal_counts() -> dict[str, int]:
                     shells += looks_like_shell(sig, rules)
         out[f"{name}: html pages"] = total
         out[f"{name}: judged shells"] = shells
+    # real pages: the article-extraction benchmark's 181 news and blog pages
+    pages = sorted((ROOT / "tests/conformance/article-extraction/html").glob("*.html.gz"))
+    signals = []
+    for path in pages:
+        body = gzip.decompress(path.read_bytes())
+        found = analyse(body, "text/html", "http://example.com/", x_robots_tag=None,
+                        product_token="PoliteCrawler", tracking=tracking)
+        signals.append(ShellSignal(text_chars=len(found.text), links=len(found.links),
+                                   scripts=count_scripts(body)))
+    if signals:
+        out["article pages: html pages"] = len(signals)
+        out["article pages: judged shells"] = sum(looks_like_shell(x, rules) for x in signals)
+        out["article pages: least main text (chars)"] = min(x.text_chars for x in signals)
+        out["article pages: median <script> count"] = int(
+            statistics.median(x.scripts for x in signals))
     return out
 
 
