@@ -261,6 +261,9 @@ class ChromiumRenderer:
             "--disable-features=Translate,MediaRouter,OptimizationHints",
             # nothing reaches the network on its own: every request is intercepted
             "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+            # ...and what does not go through a proxy: WebRTC's UDP, DNS prefetching
+            "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+            "--dns-prefetch-disable", "--no-pings",
             f"--js-flags=--max-old-space-size={self.rs.js_heap_mb}",
             "--blink-settings=imagesEnabled=false",
         ]

@@ -291,21 +291,32 @@ for (;;) { keep.push(new Array(1000000).fill(keep.length)); }
 """
 
 
-def _shell(*scripts: str) -> str:
+def _shell(*scripts: str, inline: str = "") -> str:
     tags = "".join(f'<script src="{src}"></script>\n' for src in scripts)
+    if inline:
+        tags += f"<script>{inline}</script>\n"
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<title>Loading</title>\n"
             '<link rel="stylesheet" href="/style.css">\n' + tags + "</head>\n<body>\n"
             '<img src="/logo.png" alt="">\n<div id="app"></div>\n'
             "<noscript>This shop needs JavaScript.</noscript>\n</body>\n</html>\n")
 
 
-def build_rendering(forbidden: str = "http://127.0.0.2/steal.js") -> Scenario:
+def _escapes(origin: str) -> str:
+    """Ways a page's script may try to reach ``origin`` besides a script tag."""
+    ws = "ws" + origin[len("http"):]
+    return (f"try {{ new WebSocket('{ws}/ws'); }} catch (e) {{}}\n"
+            f"new Image().src = '{origin}/beacon.gif';\n"
+            f"try {{ navigator.sendBeacon('{origin}/beacon'); }} catch (e) {{}}\n")
+
+
+def build_rendering(forbidden: str = "http://127.0.0.2") -> Scenario:
     """Pages that build their content and links with JavaScript (docs/rendering.md).
 
     spa.test's home page is an empty shell: its script fetches /api/items.json and
     builds the links to /item/1..3 and /about from it. The shell also loads a script
     robots.txt disallows (/private/tracker.js, which would add /private/leak), a script
-    at ``forbidden`` (an address the SSRF guard refuses), a style sheet and an image;
+    at ``forbidden`` (an origin the SSRF guard refuses), a style sheet and an image, and
+    an inline script tries a WebSocket, an image beacon and sendBeacon to ``forbidden``;
     a crawler that renders safely requests none of those. /about links to /plain, a
     page with text, links and a script (no shell: not rendered automatically), and
     /hog is a shell whose script allocates without end (a page over its memory cap).
@@ -315,7 +326,8 @@ def build_rendering(forbidden: str = "http://127.0.0.2/steal.js") -> Scenario:
                        "intro": "Everything on this page was built by a script."})
     js = "application/javascript; charset=utf-8"
     pages = [
-        Page(path="/", body=_shell("/app.js", "/private/tracker.js", forbidden)),
+        Page(path="/", body=_shell("/app.js", "/private/tracker.js", f"{forbidden}/steal.js",
+                                   inline=_escapes(forbidden))),
         Page(path="/app.js", content_type=js, body=_APP_JS),
         Page(path="/private/tracker.js", content_type=js, body=_TRACKER_JS),
         Page(path="/private/leak", words=50),

@@ -4,7 +4,8 @@
 What the server saw is the evidence: the links a script built from an XHR are crawled,
 the page itself is requested once (the browser is answered from the stored response),
 and the script robots.txt disallows, the style sheet and the image are never requested;
-a script at 127.0.0.2 (refused by the SSRF guard) never reaches the listener there.
+a script, a WebSocket and beacons aimed at 127.0.0.2 (refused by the SSRF guard) never
+reach the listener there.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ RENDER = {"enabled": True, "third_party": True, "settle_ms": 200, "page_timeout"
 async def test_rendering_crawls_script_links_and_fetches_nothing_forbidden(
         tmp_path: Path, forbidden: tuple[_Listener, int]) -> None:
     listener, port = forbidden
-    scenario = build_rendering(forbidden=f"http://127.0.0.2:{port}/steal.js")
+    scenario = build_rendering(forbidden=f"http://127.0.0.2:{port}")
     async with SimWeb(scenario, dns=True) as web:
         out = await run(web, tmp_path, ["spa.test/"], render=RENDER)
         requested = [r.path for r in hits(web, "spa.test", robots=True)]
@@ -99,10 +100,11 @@ async def test_rendering_crawls_script_links_and_fetches_nothing_forbidden(
     assert fields["WARC-Refers-To"] == response.headers["WARC-Record-ID"]
     assert fields["Content-Type"].startswith("text/html")
     counts = dict(part.split("=") for part in fields["Crawler-Render-Requests"].split())
-    # the style sheet is blocked by type; the image is not even asked for (the browser
-    # runs with images off)
+    # the style sheet and the sendBeacon are blocked by type; the images are not even
+    # asked for (the browser runs with images off) and the WebSocket is not an
+    # intercepted request: it dies at the dead proxy (the listener saw nothing)
     assert counts == {"page": "1", "fetch": "2", "blocked_robots": "1", "blocked_ssrf": "1",
-                      "blocked_type": "1"}
+                      "blocked_type": "2"}
     assert "Everything on this page was built by a script." in out.texts()[home]
 
     # the script's requests kept the host's politeness gap like any page request
