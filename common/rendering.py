@@ -75,6 +75,7 @@ class RenderWhy(enum.StrEnum):
     HOST = "host"  # the operator's host rule
     PATTERN = "pattern"  # the operator's path pattern
     SHELL = "shell"  # the automatic signal
+    HANDED = "handed"  # chosen by the parser that handed it to the render service
     NO = "no"
 
 

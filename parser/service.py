@@ -134,7 +134,7 @@ class ParserStage:
     def __init__(self, settings: Settings, bus: Bus, blobs: BlobStore,
                  archive: ArchiveWriter, *, metrics: Metrics | None = None,
                  work: PageWork | None = None, renderer: PageRenderer | None = None,
-                 defer_render: bool = False) -> None:
+                 defer_render: bool = False, render_all: bool = False) -> None:
         self.settings = settings
         self.bus = bus
         # pages the render rules choose are loaded in a browser (docs/rendering.md): by
@@ -142,6 +142,8 @@ class ParserStage:
         # service on topic render, which parses, judges and sends their verdict
         self.renderer = renderer
         self.defer_render = defer_render and renderer is None
+        # the render service: every page it is handed was chosen already
+        self.render_all = render_all and renderer is not None
         self.deferred = 0
         self.rendered = 0
         self.render_failed = 0
@@ -199,7 +201,8 @@ class ParserStage:
             # conversion record written the first time: one per response record
             found, text_written, simhash, elapsed, to_render = await self.work.run(
                 parse_job, result, record, text_written=self._texts.get(key),
-                render=self.renderer is not None or self.defer_render)
+                render=self.renderer is not None or self.defer_render,
+                render_all=self.render_all)
             if to_render is not None and self.renderer is None:
                 self.deferred += 1
                 await while_down(lambda: self.bus.publish(Topic.RENDER, task.host, result),
@@ -321,7 +324,8 @@ def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) ->
 
 
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
-              text_written: Written | None = None, render: bool = False
+              text_written: Written | None = None, render: bool = False,
+              render_all: bool = False
               ) -> tuple[Extracted, Written | None, int | None, float, ToRender | None]:
     """Page work: read the stored response, analyse it, write its text record and
     fingerprint the text. Returns the analysis, the text record, the SimHash (None for
@@ -331,7 +335,8 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
 
     With ``render``, a page the render rules choose (:mod:`common.rendering`) is not
     finished here: the last item is then what a browser needs to load it, and there is
-    no text record and no SimHash yet."""
+    no text record and no SimHash yet. ``render_all``: every HTML page is chosen (the
+    render service, whose pages a parser chose already)."""
     task = result.task
     started = time.perf_counter()
     stored = ctx.recall(record) or read_response(ctx.blobs, record)
@@ -345,6 +350,8 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
         signal = ShellSignal(text_chars=len(found.text), links=len(found.links),
                              scripts=count_scripts(stored.body))
         why = render_decision(task.url, signal, _render_rules(ctx.settings))
+        if why is RenderWhy.NO and render_all:
+            why = RenderWhy.HANDED
         if why is not RenderWhy.NO:
             return found, None, None, elapsed, _to_render(why, task.url, stored)
     if text_written is None:

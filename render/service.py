@@ -31,8 +31,10 @@ class RenderStage:
                  archive: ArchiveWriter, renderer: PageRenderer, *,
                  metrics: Metrics | None = None) -> None:
         self.bus = bus
+        # every page handed here is rendered: the parser that handed it chose it (this
+        # service's own rules might differ)
         self.parser = ParserStage(settings, bus, blobs, archive, metrics=metrics,
-                                  renderer=renderer)
+                                  renderer=renderer, render_all=True)
         self.dedup = DedupStage(settings, bus, store, metrics=metrics,
                                 link_linger=settings.dedup.link_linger)
 

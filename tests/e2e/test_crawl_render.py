@@ -221,7 +221,9 @@ async def test_cluster_stages_hand_shells_to_the_render_service(tmp_path: Path) 
                                metrics=metrics, work=work, judge=judge)
         renderer = ChromiumRenderer(settings, http=http, robots=robots, gate=fetcher.gate,
                                     metrics=metrics.parser)
-        stage = RenderStage(settings, bus, store, blobs, archive, renderer, metrics=metrics)
+        # a render service renders what it is handed, whatever its own rules say
+        stage = RenderStage(settings.replace(render={"auto": False}), bus, store, blobs,
+                            archive, renderer, metrics=metrics)
         try:
             for n, path in enumerate(("/", "/about")):
                 task = FetchTask(task_id=f"t{n}", url=web.url("spa.test", path),
