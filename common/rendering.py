@@ -61,9 +61,18 @@ class RenderRules:
     shell_min_scripts: int = 1
 
     @classmethod
-    def from_settings(cls, rs: RenderSettings) -> RenderRules:
-        return cls(hosts=tuple(h.lower().rstrip(".") for h in rs.hosts),
-                   patterns=tuple(compile_operator_pattern(p) for p in rs.patterns),
+    def from_settings(cls, rs: RenderSettings, *, hosts: tuple[str, ...] = (),
+                      patterns: tuple[str, ...] = ()) -> RenderRules:
+        """The settings' rules, with the operator's ``hosts`` and ``patterns`` (from
+        the control API) added; a pattern RE2 cannot run is left out."""
+        compiled = [compile_operator_pattern(p) for p in rs.patterns]
+        for p in patterns:
+            try:
+                compiled.append(compile_operator_pattern(p))
+            except ValueError:
+                continue
+        return cls(hosts=tuple(h.lower().rstrip(".") for h in (*rs.hosts, *hosts)),
+                   patterns=tuple(compiled),
                    auto=rs.auto, shell_max_text_chars=rs.shell_max_text_chars,
                    shell_max_links=rs.shell_max_links,
                    shell_min_scripts=rs.shell_min_scripts)

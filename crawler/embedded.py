@@ -176,7 +176,8 @@ class EmbeddedCrawler:
                                              metrics=self.metrics.parser)
         self.parser = ParserStage(settings, self.bus, self.blobs, self.archive,
                                   metrics=self.metrics, work=self.work.lane("parse"),
-                                  renderer=self.renderer)
+                                  renderer=self.renderer,
+                                  control=self.store if self.renderer is not None else None)
         self.dedup = DedupStage(settings, self.bus, self.store, metrics=self.metrics)
         self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []

@@ -30,7 +30,8 @@ def page_judge(settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore
     failure that is not an outage into a parse_error verdict). With rendering on, a page
     the render rules choose goes to the render service instead (no verdict here)."""
     parser = ParserStage(settings, bus, blobs, archive, metrics=metrics, work=work,
-                         defer_render=settings.render.enabled)
+                         defer_render=settings.render.enabled,
+                         control=store if settings.render.enabled else None)
     dedup = DedupStage(settings, bus, store, metrics=metrics,
                        link_linger=settings.dedup.link_linger)
 

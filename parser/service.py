@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from common.messages import (
 )
 from common.metrics import Metrics
 from common.pagework import PageJobTimeoutError, PageWork, ThreadPageWork, WorkContext
-from common.ports import BlobStore, Bus, Delivery
+from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.rendering import RenderRules, RenderWhy, ShellSignal, count_scripts, render_decision
 from common.settings import Settings
 from common.simhash import simhash64
@@ -134,7 +135,8 @@ class ParserStage:
     def __init__(self, settings: Settings, bus: Bus, blobs: BlobStore,
                  archive: ArchiveWriter, *, metrics: Metrics | None = None,
                  work: PageWork | None = None, renderer: PageRenderer | None = None,
-                 defer_render: bool = False, render_all: bool = False) -> None:
+                 defer_render: bool = False, render_all: bool = False,
+                 control: StateStore | None = None) -> None:
         self.settings = settings
         self.bus = bus
         # pages the render rules choose are loaded in a browser (docs/rendering.md): by
@@ -144,6 +146,11 @@ class ParserStage:
         self.defer_render = defer_render and renderer is None
         # the render service: every page it is handed was chosen already
         self.render_all = render_all and renderer is not None
+        # the operator's render rules (PUT /v1/render), read from the store's control
+        # row at most every CRAWLER_CRAWL_CONTROL_INTERVAL seconds
+        self.control = control
+        self._operator: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        self._operator_read = -math.inf
         self.deferred = 0
         self.rendered = 0
         self.render_failed = 0
@@ -199,10 +206,11 @@ class ParserStage:
             # wake-up, and these steps always run together
             # a page delivered again (a retry, a redelivery after a rebalance) keeps the
             # conversion record written the first time: one per response record
+            render = self.renderer is not None or self.defer_render
             found, text_written, simhash, elapsed, to_render = await self.work.run(
                 parse_job, result, record, text_written=self._texts.get(key),
-                render=self.renderer is not None or self.defer_render,
-                render_all=self.render_all)
+                render=render, render_all=self.render_all,
+                operator=await self._operator_rules() if render else ((), ()))
             if to_render is not None and self.renderer is None:
                 self.deferred += 1
                 await while_down(lambda: self.bus.publish(Topic.RENDER, task.host, result),
@@ -248,6 +256,22 @@ class ParserStage:
                                  else found.signals.language_confidence),
             boilerplate_ratio=found.signals.boilerplate_ratio,
             rendered=rendered, render_error=render_error)
+
+    async def _operator_rules(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The operator's render hosts and patterns (cached; the last ones known while
+        the store does not answer)."""
+        if self.control is None:
+            return self._operator
+        now = time.monotonic()
+        if now - self._operator_read >= self.settings.crawl.control_interval:
+            self._operator_read = now
+            try:
+                row = await self.control.get_control()
+            except Exception as exc:  # an outage: keep the rules known
+                log.warning("reading the operator's render rules failed: %r", exc)
+            else:
+                self._operator = (tuple(row.render_hosts), tuple(row.render_patterns))
+        return self._operator
 
     async def _sitemap(self, result: FetchResult, record: RecordPointer,
                        base: ParsedPage) -> ParsedPage:
@@ -325,7 +349,8 @@ def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) ->
 
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
               text_written: Written | None = None, render: bool = False,
-              render_all: bool = False
+              render_all: bool = False,
+              operator: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
               ) -> tuple[Extracted, Written | None, int | None, float, ToRender | None]:
     """Page work: read the stored response, analyse it, write its text record and
     fingerprint the text. Returns the analysis, the text record, the SimHash (None for
@@ -336,7 +361,8 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
     With ``render``, a page the render rules choose (:mod:`common.rendering`) is not
     finished here: the last item is then what a browser needs to load it, and there is
     no text record and no SimHash yet. ``render_all``: every HTML page is chosen (the
-    render service, whose pages a parser chose already)."""
+    render service, whose pages a parser chose already). ``operator``: the hosts and
+    patterns of the control API's render rules."""
     task = result.task
     started = time.perf_counter()
     stored = ctx.recall(record) or read_response(ctx.blobs, record)
@@ -349,7 +375,7 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
     if render and _is_html(content_type):
         signal = ShellSignal(text_chars=len(found.text), links=len(found.links),
                              scripts=count_scripts(stored.body))
-        why = render_decision(task.url, signal, _render_rules(ctx.settings))
+        why = render_decision(task.url, signal, _render_rules(ctx.settings, *operator))
         if why is RenderWhy.NO and render_all:
             why = RenderWhy.HANDED
         if why is not RenderWhy.NO:
@@ -387,8 +413,9 @@ def rendered_job(ctx: WorkContext, result: FetchResult, record_id: str, html: st
 
 
 @functools.lru_cache(maxsize=8)
-def _render_rules(settings: Settings) -> RenderRules:
-    return RenderRules.from_settings(settings.render)
+def _render_rules(settings: Settings, hosts: tuple[str, ...],
+                  patterns: tuple[str, ...]) -> RenderRules:
+    return RenderRules.from_settings(settings.render, hosts=hosts, patterns=patterns)
 
 
 def _is_html(content_type: str | None) -> bool:

@@ -261,3 +261,25 @@ async def test_cluster_stages_hand_shells_to_the_render_service(tmp_path: Path) 
     assert requested.count("/") == 1
     assert "/app.js" in requested and "/api/items.json" in requested
     assert "/private/tracker.js" not in requested
+
+
+async def test_the_operators_render_rule_from_the_control_row(tmp_path: Path) -> None:
+    """PUT /v1/render's rules (the store's control row) choose a page the automatic
+    signal would not: /plain has text and links of its own."""
+    from common.adapters.sqlite_store import SqliteStateStore
+    from crawler.api import with_render_rules
+
+    async with SimWeb(build_rendering(), dns=True) as web:
+        settings = settings_for(web, tmp_path, render={**RENDER, "auto": False},
+                                traps={"max_depth": 0})
+        store = SqliteStateStore(tmp_path / "state.sqlite")
+        await store.open()
+        control = with_render_rules(await store.get_control(),
+                                    b'{"hosts": [], "patterns": ["^/plain$"]}', 0.0)
+        await store.put_control(control)
+        await store.close()
+        out = await run(web, tmp_path, ["spa.test/plain", "spa.test/about"],
+                        render={**RENDER, "auto": False}, traps={"max_depth": 0})
+    rendered = [r.uri for r in out.warc() if r.type == "conversion"]
+    assert rendered == [key(web, "spa.test/plain")]
+    assert settings.render.auto is False
