@@ -110,7 +110,8 @@ async def _chromium() -> tuple[asyncio.subprocess.Process, str, str]:
     args = [exe, "--headless=new", "--remote-debugging-port=0", f"--user-data-dir={profile}",
             "--no-first-run", "--disable-gpu", "--disable-dev-shm-usage",
             "--disable-background-networking", "--proxy-server=http://127.0.0.1:9",
-            "--proxy-bypass-list=<-loopback>", "--blink-settings=imagesEnabled=false"]
+            "--proxy-bypass-list=<-loopback>", "--blink-settings=imagesEnabled=false",
+            "--disable-breakpad", "--disable-crash-reporter"]
     if os.geteuid() == 0:
         args.append("--no-sandbox")
     proc = await asyncio.create_subprocess_exec(*args, "about:blank",

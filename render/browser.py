@@ -1,10 +1,10 @@
 """Headless Chromium over the DevTools protocol: load a stored page, return its DOM.
 
 The browser is Debian's ``chromium`` (the system one; nothing is downloaded), started
-here as a child process with ``--remote-debugging-port=0`` and driven through
-Playwright's ``connect_over_cdp``. Starting it ourselves keeps its PID, so a browser
-that hangs can be killed, and one that died is noticed and started again on the
-next page.
+here as a child process in a session of its own with ``--remote-debugging-port=0`` and
+driven through Playwright's ``connect_over_cdp``. Starting it ourselves keeps its PID,
+so a browser that hangs is killed with all its processes (its process group), and one
+that died is noticed and started again.
 
 The browser itself reaches no network: it runs behind a proxy address where nothing
 listens (``--proxy-server`` at port 9 of 127.0.0.1, loopback included), and every request
@@ -178,9 +178,7 @@ class _Browser:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(5):
                 await self.browser.close()
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGKILL)
+        _kill_group(self.proc)
         with contextlib.suppress(Exception):
             async with asyncio.timeout(10):
                 await self.proc.wait()
@@ -258,6 +256,7 @@ class ChromiumRenderer:
             "--disable-gpu", "--disable-dev-shm-usage", "--disable-extensions",
             "--disable-background-networking", "--disable-component-update",
             "--disable-sync", "--disable-default-apps", "--mute-audio",
+            "--disable-breakpad", "--disable-crash-reporter",
             "--disable-features=Translate,MediaRouter,OptimizationHints",
             # nothing reaches the network on its own: every request is intercepted
             "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
@@ -277,8 +276,7 @@ class ChromiumRenderer:
             ws = await asyncio.wait_for(_devtools_address(proc), START_TIMEOUT)
             browser = await self._pw.chromium.connect_over_cdp(ws)
         except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGKILL)
+            _kill_group(proc)
             await proc.wait()
             shutil.rmtree(profile, ignore_errors=True)
             raise
@@ -430,6 +428,13 @@ class ChromiumRenderer:
         if resp.outcome is not FetchOutcome.OK or resp.truncated is not None:
             return Verdict.FAILED, ((resp.status, {}, b"") if resp.status else None)
         return Verdict.FETCH, (resp.status, _passed(list(resp.headers)), resp.body)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL to the browser started here and its children: its own process group
+    (it was started in a session of its own, so the group id is its PID)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _passed(headers: list[tuple[str, str]]) -> dict[str, str]:
