@@ -7,7 +7,10 @@ that explains how each figure was measured.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 MiB = 2**20
@@ -183,6 +186,35 @@ CHANGES: tuple[tuple[str, str, str], ...] = (
      "from memory; the response it keeps is exactly what reading the record gives",
      "300 hosts x 10 pages: 220.6 -> 247.8 pages/s, 6.66 -> 6.01 CPU s per 1,000 pages"),
 )
+
+
+TEXT_QUALITY = Path(__file__).resolve().parent / "results" / "text-quality.json"
+
+
+def real_page_parser_cost(prof: dict[str, Any], w: Callable[[str], None]) -> None:
+    """The parser's CPU per page on the generated web (this profile) beside its CPU per
+    real page (the article-extraction benchmark's 181 news and blog pages, measured by
+    ``python -m bench.text_quality`` into :data:`TEXT_QUALITY`), when both are known."""
+    try:
+        real = json.loads(TEXT_QUALITY.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    pages = max(1, prof["pages"])
+    html = next((r for r in prof.get("components", [])
+                 if r["name"].startswith("HTML parsing")), None)
+    median = real.get("parser_cost_ms_median")
+    if html is None or not isinstance(median, (int, float)):
+        return
+    steps = real.get("parser_steps_ms_median") or {}
+    by_step = ", ".join(f"{name} {_f(ms, 2)}" for name, ms in steps.items())
+    w(f"**Parser cost per page, generated and real pages.** Here, on the generated web: "
+      f"{_f(1000 * html['cpu_seconds'] / pages, 2)} ms per page in HTML parsing, links and "
+      f"text (the component above; profiled). On real pages (the 181 news and blog pages "
+      f"of the article-extraction benchmark, `python -m bench.text_quality`, "
+      f"`bench/results/text-quality.json`): {_f(median, 2)} ms per page, the median CPU "
+      f"time of `parser.service.analyse` (decode, markup guard, links, main text, text "
+      f"signals; by step: {by_step}). Real pages are larger and messier than generated "
+      f"ones; see docs/text-quality.md.\n")
 
 
 def render(results: dict[str, Any], *, results_file: str) -> str:
@@ -480,6 +512,7 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
             w(f"| {row['name']} | {_f(row['cpu_seconds'])} | {100 * row['share']:.1f}% | "
               f"{_f(1000 * row['cpu_seconds'] / pages, 2)} |")
         w("")
+        real_page_parser_cost(prof, w)
         w("By stage (the outermost stage frame; the SQLite store's worker thread on its "
           "own):\n")
         w("| stage | CPU s | share |\n|---|---|---|")
@@ -544,8 +577,11 @@ STORE_CALLS_WHY: dict[str, str] = {
     "record_content": "fetcher: a new body's first copy recorded (one write whose "
     "timestamp makes the earliest copy win, no Paxos)",
     "simhash_candidates": "near-duplicate look-up: one read of the page's SimHash block "
-    "partitions",
-    "add_simhash": "near-duplicate index: one unlogged batch of the page's block entries",
+    "and sketch key partitions",
+    "simhash_sketches": "near-duplicate verdict: the candidates' MinHash sketches (one "
+    "read; only for a page with candidates within 20 SimHash bits)",
+    "add_simhash": "near-duplicate index: one unlogged batch of the page's block and "
+    "sketch key entries and its sketch",
     "add_urls": "frontier: new URLs, one batch per host of a discovered message (outlinks "
     "of many pages share a message) after one read of which of them the host knows",
     "due_urls": "frontier: a host's next queued URLs, read a head at a time",

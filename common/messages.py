@@ -31,6 +31,8 @@ MAX_SECONDS = 100_000_000.0  # delays and durations (over three years)
 MAX_TIMESTAMP = 32_503_680_000.0  # wall-clock times: before 3000-01-01 (Unix seconds)
 MAX_SIZE = 2**63 - 1  # byte offsets, lengths and counts
 MAX_HTTP_STATUS = 999  # 0 when there was no response
+# a MinHash sketch: common.minhash.SKETCH_BYTES (not imported here: it needs numpy)
+MAX_SKETCH_BYTES = 512
 
 Depth: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_DEPTH)]
 Priority: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_PRIORITY)]
@@ -246,6 +248,10 @@ class FetchResult(_Msg, frozen=True, kw_only=True):
     last_modified: str | None = None
     x_robots_tag: str | None = None
     record: RecordPointer | None = None  # the WARC response or revisit record
+    # with a revisit record of the URL's own copy on a first fetch (an earlier delivery
+    # of this task stored the body, then its fetcher stopped before the page was
+    # parsed): the record that holds the payload, which is parsed in its place
+    payload_record: RecordPointer | None = None
     content_hash: str | None = None  # "sha256:<hex>" of the body as received (decoded)
     body_bytes: Size = 0
     duplicate_of: str | None = None  # URL whose identical body was stored first
@@ -271,6 +277,9 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     fetched_at: Timestamp
     content_hash: str | None
     simhash: SimHash | None  # 64-bit SimHash of the extracted text
+    # bottom-k MinHash sketch of the text (common.minhash); absent from older parsers'
+    # messages
+    sketch: Annotated[bytes, msgspec.Meta(max_length=MAX_SKETCH_BYTES)] | None = None
     text_chars: Size = 0
     title: str | None = None
     record: RecordPointer | None = None

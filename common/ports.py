@@ -249,12 +249,19 @@ class StateStore(Protocol):
         harmless)."""
         ...
 
-    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
-        """Index ``url`` under each block key (see common.simhash.block_keys)."""
+    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int,
+                          sketch: bytes | None = None) -> None:
+        """Index ``url`` under each key (SimHash block keys, common.simhash.block_keys,
+        and sketch keys, common.minhash.index_keys) and keep its MinHash sketch."""
         ...
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
         """(url, simhash) of every page indexed under any of ``keys``."""
+        ...
+
+    async def simhash_sketches(self, urls: Sequence[str]) -> dict[str, bytes]:
+        """The MinHash sketch of each of ``urls`` that has one (pages indexed before
+        sketches were kept have none)."""
         ...
 
 

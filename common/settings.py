@@ -218,10 +218,19 @@ class UrlSettings:
 
 @dataclass(frozen=True, slots=True)
 class DedupSettings:
-    simhash_threshold: int = _f(3, "Pages whose SimHash differs in at most this many bits are "
-                                "near-duplicates.", minimum=0)
-    min_text_chars: int = _f(200, "Pages with less extracted text are not checked for "
-                             "near-duplicates.", minimum=0)
+    simhash_threshold: int = _f(3, "SimHash bits: pages whose SimHash differs in at most this "
+                                "many bits are near-duplicate candidates (block index), and "
+                                "near duplicates of pages indexed without a sketch.",
+                                minimum=0, maximum=31)
+    jaccard_threshold: float = _f(0.8, "A candidate is a near duplicate when the estimated "
+                                  "Jaccard similarity of the two pages' word 5-shingle sets "
+                                  "(from their MinHash sketches) is at least this.",
+                                  minimum=0.05, maximum=1.0)
+    min_text_chars: int = _f(50, "Pages with less main text are neither checked for "
+                             "near duplicates nor indexed: too little to say a page repeats "
+                             "another (a 'Loading...' shell, an error line), and a near "
+                             "duplicate's links are not followed. Longer short texts are "
+                             "compared exactly (docs/text-quality.md).", minimum=0)
     link_linger: float = _f(0.05, "Cluster mode: seconds a dedup service gathers the "
                             "outlinks of many pages bound for one frontier partition into "
                             "one message (0: one message per page and partition).",

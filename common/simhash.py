@@ -33,6 +33,11 @@ Cost: with N indexed pages, a look-up returns about ``N * n / 2**(64 / n)`` unre
 candidates (k=3, 16-bit blocks: about 6 per 100,000 pages, 600 per 10 million).
 Beyond tens of millions of pages, keys should span more bits (Manku's permuted tables:
 more, smaller blocks and one key per combination of the blocks that must stay intact).
+
+The dedup stage uses these keys as the first of two stages: candidates within k bits
+(and those sharing a MinHash sketch key) are judged by their sketches
+(common.minhash); :func:`near_duplicate` is the SimHash-only rule, which still judges
+pages indexed without a sketch.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ import numpy as np
 
 __all__ = [
     "BITS", "MAX_K", "SHINGLE", "block_keys", "block_spans", "features", "hamming",
-    "near_duplicate", "simhash64", "to_signed", "to_unsigned",
+    "near_duplicate", "simhash64", "to_signed", "to_unsigned", "tokens",
 ]
 
 BITS = 64
@@ -73,6 +78,11 @@ _MD5 = _md5_constructor()
 # CJK ideographs (with extension A and compatibility), hiragana, katakana, hangul.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+
+
+def tokens(text: str) -> list[str]:
+    """The lower-cased words of ``text`` (CJK characters one by one)."""
+    return _TOKEN.findall(text.lower())
 
 
 def features(text: str, shingle: int = SHINGLE) -> list[str]:

@@ -3,8 +3,10 @@
 Exact duplicates are found where the body is stored (the fetcher looks each SHA-256
 up in the content table before writing, so a second copy becomes a WARC revisit record);
 the verdict arrives here as ``ParsedPage.duplicate_of``. Near duplicates are found
-here: a page's 64-bit SimHash is looked up in the block index (a few probes, not a
-scan) and compared by Hamming distance.
+here, in two stages: the page's 64-bit SimHash block keys and its MinHash sketch's
+keys are looked up in the block index (a few probes, not a scan), and each candidate
+is judged by the estimated Jaccard similarity of the two sketches (docs/text-quality.md,
+"Near duplicates").
 
 For each page this stage publishes, in this order: the outlinks of a unique page
 (topic discovered, one message per bus partition, so per frontier owner; in cluster
@@ -36,9 +38,10 @@ from common.messages import (
     UrlStatus,
 )
 from common.metrics import Metrics
+from common.minhash import closest, index_keys, plausible
 from common.ports import Bus, Delivery, StateStore
 from common.settings import Settings
-from common.simhash import block_keys, near_duplicate
+from common.simhash import block_keys
 
 log = logging.getLogger(__name__)
 
@@ -143,18 +146,11 @@ class DedupStage:
         elif page.error is not None:
             reason = Reason.PARSE_TIMEOUT if page.timed_out else Reason.PARSE_ERROR
         elif page.simhash is not None and page.text_chars >= self.settings.dedup.min_text_chars:
-            k = self.settings.dedup.simhash_threshold
-            keys = block_keys(page.simhash, k)
-            candidates = [c for c in await self.store.simhash_candidates(keys)
-                          if c[0] != page.url]
-            match = near_duplicate(page.simhash, candidates, k)
-            if match is not None:
-                near_of = match[0]
+            near_of = await self._near_duplicate_of(page, page.simhash)
+            if near_of is not None:
                 reason = Reason.NEAR_DUPLICATE
                 self.near += 1
                 self.metrics.dedup.near_duplicates.inc()
-            else:
-                await self.store.add_simhash(keys, page.url, page.simhash)
         if reason is None:
             self.unique += 1
             self.metrics.dedup.unique_pages.inc()
@@ -171,6 +167,32 @@ class DedupStage:
             duplicate_of=page.duplicate_of or near_of, simhash=page.simhash,
             content_hash=page.content_hash,
             detail=page.render_error if reason is Reason.RENDER_ERROR else None)
+
+    async def _near_duplicate_of(self, page: ParsedPage, simhash: int) -> str | None:
+        """The URL of an indexed page that ``page`` nearly duplicates, or None; a page
+        that duplicates none is indexed (its keys, SimHash and sketch).
+
+        First stage, candidates: the pages sharing a SimHash block key (within
+        ``simhash_threshold`` bits) or one of the sketch's keys (common.minhash
+        .index_keys), kept when within ``CANDIDATE_BITS`` SimHash bits. Second stage,
+        the verdict: the estimated Jaccard similarity of the sketches
+        (common.minhash.closest).
+        """
+        settings = self.settings.dedup
+        k = settings.simhash_threshold
+        sketch = page.sketch or b""
+        keys = block_keys(simhash, k) + index_keys(sketch)
+        candidates = plausible(simhash, [c for c in await self.store.simhash_candidates(keys)
+                                         if c[0] != page.url], k)
+        sketches = (await self.store.simhash_sketches([url for url, _ in candidates])
+                    if candidates and sketch else {})
+        match = closest(simhash, sketch,
+                        [(url, other, sketches.get(url)) for url, other in candidates],
+                        k=k, threshold=settings.jaccard_threshold)
+        if match is None:
+            await self.store.add_simhash(keys, page.url, simhash, sketch or None)
+            return None
+        return match[0]
 
     async def _publish_links(self, page: ParsedPage) -> None:
         """One Discovered message per bus partition that the page links into.

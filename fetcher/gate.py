@@ -6,6 +6,12 @@ handed to this fetcher by a rebalance, may arrive right behind another request t
 same host. The gate keeps, per host, one request at a time and the earliest time the
 next may start (end of the last response + the task's delay), and, per partition, the
 time this fetcher took it over (a request from the previous owner may have just ended).
+
+The gate keeps its times on the monotonic clock, the one ``asyncio.sleep`` waits on. A
+response's end arrives as a wall-clock time (it is stored with the page) and is moved
+onto the monotonic clock at once: a pause worked out on the wall clock and slept on the
+monotonic one comes out short whenever the wall clock is being slewed (up to 0.5 ms a
+second under NTP), which is a request sent early.
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ class _HostLock:
 
 
 class HostGate:
-    def __init__(self, *, clock: Callable[[], float] = time.time,
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time,
                  max_hosts: int = 100_000) -> None:
         self.clock = clock
+        self.wall = wall
         self.max_hosts = max_hosts
         self._free_at: OrderedDict[str, float] = OrderedDict()
         self._locks: dict[str, _HostLock] = {}
@@ -58,8 +66,10 @@ class HostGate:
             await asyncio.sleep(pause)
 
     def done(self, host: str, ended_at: float, delay: float) -> None:
-        """A request to ``host`` ended at ``ended_at``; the next waits ``delay``."""
-        self._free_at[host] = max(self._free_at.get(host, 0.0), ended_at + delay)
+        """A request to ``host`` ended at ``ended_at`` (wall clock); the next waits
+        ``delay``."""
+        ended = self.clock() - max(0.0, self.wall() - ended_at)
+        self._free_at[host] = max(self._free_at.get(host, 0.0), ended + delay)
         self._free_at.move_to_end(host)
         while len(self._free_at) > self.max_hosts:
             old, free_at = next(iter(self._free_at.items()))

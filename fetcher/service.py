@@ -287,12 +287,13 @@ class FetcherStage:
     async def _result(self, task: FetchTask, resp: Response, robots_fetched: bool,
                       crawl_delay: float | None) -> FetchResult:
         record = None
+        payload = None
         digest = None
         duplicate_of = None
         outcome = resp.outcome
         if outcome is FetchOutcome.OK:
             digest = content_hash(resp.body)
-            written, duplicate_of = await self._store_body(task, resp, digest)
+            written, duplicate_of, payload = await self._store_body(task, resp, digest)
             record = written.pointer
         elif outcome is FetchOutcome.NOT_MODIFIED:
             record = (await self._store_not_modified(task, resp)).pointer
@@ -306,27 +307,39 @@ class FetcherStage:
             elapsed=resp.elapsed, content_type=resp.content_type, charset=resp.charset,
             location=resp.location, retry_after=resp.retry_after, etag=resp.etag,
             last_modified=resp.last_modified, x_robots_tag=resp.x_robots_tag,
-            record=record, content_hash=digest, body_bytes=len(resp.body),
-            duplicate_of=duplicate_of, robots_crawl_delay=crawl_delay,
+            record=record, payload_record=payload, content_hash=digest,
+            body_bytes=len(resp.body), duplicate_of=duplicate_of, robots_crawl_delay=crawl_delay,
             robots_fetched=robots_fetched, error=resp.error)
 
-    async def _store_body(self, task: FetchTask, resp: Response,
-                          digest: str) -> tuple[Written, str | None]:
-        """Write a new body once; any later copy becomes a revisit record.
+    async def _store_body(self, task: FetchTask, resp: Response, digest: str
+                          ) -> tuple[Written, str | None, RecordPointer | None]:
+        """Write a new body once; any later copy becomes a revisit record. Returns the
+        record, the URL whose copy this is (another URL's) and, for a revisit of the
+        URL's own copy on a first fetch, the record that holds the payload.
 
         Looks for the body's first copy (one read); when there is none, writes the
         body and records the copy (one write; in Cassandra the earliest copy stays
         the holder, without a lightweight transaction). A body this fetcher is
         writing right now for another URL is stored in full as well, naming that URL
-        (the first copy is not readable yet)."""
+        (the first copy is not readable yet).
+
+        The URL's own copy on a first fetch (no earlier fetch of it completed) means
+        an earlier delivery of this task stored the body and its fetcher stopped
+        before the page was parsed: the payload is named so that the page is parsed
+        from it, or its links would never be followed. On a refresh the own copy is
+        the page last parsed, and the unchanged page is not parsed again."""
         found = await self.store.content_holder(digest)
-        if found is not None and found[1] is not None:
-            return await self._store_revisit(task, resp, found[0], found[1])
+        holder_url, holder_record = found if found is not None else ("", None)
+        if holder_record is not None:
+            written, duplicate_of = await self._store_revisit(task, resp, holder_url,
+                                                              holder_record)
+            first_fetch = holder_url == task.url and task.previous_fetch_at is None
+            return written, duplicate_of, holder_record if first_fetch else None
         writing = self._writing.get(digest)
         if writing is not None and writing != task.url:
             written = await self._write_exchange(resp)
             self.counters.stored += 1
-            return written, writing
+            return written, writing, None
         self._writing[digest] = task.url
         try:
             written = await self._write_exchange(resp)
@@ -335,7 +348,7 @@ class FetcherStage:
             if self._writing.get(digest) == task.url:
                 del self._writing[digest]
         self.counters.stored += 1
-        return written, None
+        return written, None, None
 
     async def _store_revisit(self, task: FetchTask, resp: Response, holder_url: str,
                              holder_record: RecordPointer) -> tuple[Written, str | None]:

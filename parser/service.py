@@ -30,7 +30,7 @@ from typing import Protocol
 
 import msgspec
 
-from common import urls
+from common import minhash, urls
 from common.adapters.handling import while_down
 from common.archive import ArchiveWriter, StoredResponse, TextFields, Written, read_response
 from common.messages import (
@@ -196,6 +196,9 @@ class ParserStage:
         if result.duplicate_of is not None:
             return msgspec.structs.replace(base, duplicate_of=result.duplicate_of,
                                            kind=task.kind)
+        if result.payload_record is not None:
+            # a revisit of the URL's own copy that was never parsed: read that copy
+            record = result.payload_record
         if task.kind is TaskKind.SITEMAP:
             return await self._sitemap(result, record, base)
         key = (record.file, record.offset)
@@ -207,7 +210,7 @@ class ParserStage:
             # a page delivered again (a retry, a redelivery after a rebalance) keeps the
             # conversion record written the first time: one per response record
             render = self.renderer is not None or self.defer_render
-            found, text_written, simhash, elapsed, to_render = await self.work.run(
+            found, text_written, simhash, sketch, elapsed, to_render = await self.work.run(
                 parse_job, result, record, text_written=self._texts.get(key),
                 render=render, render_all=self.render_all,
                 operator=await self._operator_rules() if render else ((), ()))
@@ -225,11 +228,12 @@ class ParserStage:
                     self.render_failed += 1
                     render_error = f"{type(exc).__name__}: {exc}"
                     log.warning("rendering %s failed: %s", task.url, exc)
-                    found, text_written, simhash, elapsed, _ = await self.work.run(
+                    found, text_written, simhash, sketch, elapsed, _ = await self.work.run(
                         parse_job, result, record, text_written=self._texts.get(key))
                 else:
                     self.rendered += 1
-                    found, rendered, text_written, simhash, elapsed = await self.work.run(
+                    (found, rendered, text_written, simhash, sketch,
+                     elapsed) = await self.work.run(
                         rendered_job, result, to_render.record_id, dom.html, dom.fields(),
                         text_written=self._texts.get(key))
             assert text_written is not None
@@ -247,7 +251,7 @@ class ParserStage:
         pm.links_extracted.inc(len(found.links))
         pm.text_bytes.inc(len(found.text.encode()))
         return msgspec.structs.replace(
-            base, simhash=simhash,
+            base, simhash=simhash, sketch=sketch,
             text_chars=len(found.text), title=found.title,
             text_record=text_written.pointer, links=found.links, noindex=found.noindex,
             nofollow=found.nofollow, text_words=found.signals.words,
@@ -351,10 +355,12 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
               text_written: Written | None = None, render: bool = False,
               render_all: bool = False,
               operator: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-              ) -> tuple[Extracted, Written | None, int | None, float, ToRender | None]:
+              ) -> tuple[Extracted, Written | None, int | None, bytes | None, float,
+                         ToRender | None]:
     """Page work: read the stored response, analyse it, write its text record and
-    fingerprint the text. Returns the analysis, the text record, the SimHash (None for
-    a text without words), the seconds spent reading and analysing, and None. With
+    fingerprint the text. Returns the analysis, the text record, the SimHash and the
+    MinHash sketch (both None for a text without words), the seconds spent reading
+    and analysing, and None. With
     ``text_written`` (the page's conversion record from an earlier delivery) no text
     record is written again.
 
@@ -379,22 +385,25 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
         if why is RenderWhy.NO and render_all:
             why = RenderWhy.HANDED
         if why is not RenderWhy.NO:
-            return found, None, None, elapsed, _to_render(why, task.url, stored)
+            return found, None, None, None, elapsed, _to_render(why, task.url, stored)
     if text_written is None:
         text_written = ctx.archive.write_text(
             url=task.url, text=found.text, fetched_at=result.fetched_at,
             refers_to_record_id=stored.record_id, signals=text_fields(found.signals))
     simhash = simhash64(found.text) if found.text.strip() else None
-    return found, text_written, simhash, elapsed, None
+    sketch = minhash.sketch(found.text) if simhash is not None else None
+    return found, text_written, simhash, sketch or None, elapsed, None
 
 
 def rendered_job(ctx: WorkContext, result: FetchResult, record_id: str, html: str,
                  fields: dict[str, str], *, text_written: Written | None = None
-                 ) -> tuple[Extracted, RecordPointer, Written, int | None, float]:
+                 ) -> tuple[Extracted, RecordPointer, Written, int | None, bytes | None,
+                            float]:
     """Page work: archive the DOM a browser built (a conversion record that refers to
     the response ``record_id``), analyse it like a fetched page, write its text record
     (referring to the rendered record) and fingerprint the text. Returns the analysis,
-    the rendered record, the text record, the SimHash and the seconds spent."""
+    the rendered record, the text record, the SimHash, the MinHash sketch and the
+    seconds spent."""
     task = result.task
     started = time.perf_counter()
     dom = ctx.archive.write_rendered(url=task.url, html=html, rendered_at=time.time(),
@@ -409,7 +418,8 @@ def rendered_job(ctx: WorkContext, result: FetchResult, record_id: str, html: st
             url=task.url, text=found.text, fetched_at=result.fetched_at,
             refers_to_record_id=dom.record_id, signals=text_fields(found.signals))
     simhash = simhash64(found.text) if found.text.strip() else None
-    return found, dom.pointer, text_written, simhash, elapsed
+    sketch = minhash.sketch(found.text) if simhash is not None else None
+    return found, dom.pointer, text_written, simhash, sketch or None, elapsed
 
 
 @functools.lru_cache(maxsize=8)

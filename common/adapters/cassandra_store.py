@@ -25,8 +25,9 @@ Tables (partition key in double parentheses):
   the buckets of one status; :meth:`count_urls` reads them all (cost: hosts x statuses,
   not URLs).
 - ``hosts ((host))``, ``robots ((origin))``, ``content ((content_hash))``,
-  ``simhash_blocks ((block_key), url)`` -> ``simhash``, ``seed_roots ((domain), host,
-  path)`` (the seeds as the crawl scope knows them; one partition per registered domain).
+  ``simhash_blocks ((block_key), url)`` -> ``simhash``, ``simhash_sketches ((url))`` ->
+  ``sketch`` (the page's MinHash sketch), ``seed_roots ((domain), host, path)`` (the
+  seeds as the crawl scope knows them; one partition per registered domain).
 
 Writes to url_state and the four derived tables. Each host has a single writer (its
 frontier owner), so there are no lightweight transactions on this path: a write reads the
@@ -152,6 +153,7 @@ SCHEMA_CLAIM_TRIES = 5  # tries of the schema version's lightweight transaction 
 REPAIR_AFTER = 60.0
 BATCH_ROWS = 32  # url_state rows per logged batch at most (with their derived entries)
 BATCH_BYTES = 4096  # estimated data per logged batch at most
+SKETCHES_PER_QUERY = 100  # candidate sketches read by one IN query at most
 _ROW_BYTES = 320  # estimated data of one new row and its entries, besides its text
 _REPLACE_BYTES = 400  # more for a replaced row: cleared columns, deleted entries
 _IN_ROWS = 100  # clustering keys per "url IN ?" read
@@ -234,6 +236,7 @@ TABLES: tuple[_Table, ...] = (
            "(content_hash)"),
     _Table("simhash_blocks", {"block_key": "bigint", "url": "text", "simhash": "bigint"},
            "((block_key), url)"),
+    _Table("simhash_sketches", {"url": "text", "sketch": "blob"}, "(url)"),
     _Table("control", {"name": "text", "value": "text"}, "(name)"),
     _Table("seed_roots", {"domain": "text", "host": "text", "path": "text"},
            "((domain), host, path)"),
@@ -700,6 +703,9 @@ class CassandraStateStore:
                             self._write),
             "simhash_get": (f"SELECT url, simhash FROM {ks}.simhash_blocks "
                             "WHERE block_key IN ?", self._read),
+            "sketch_put": (insert("simhash_sketches", ("url", "sketch")), self._write),
+            "sketch_get": (f"SELECT url, sketch FROM {ks}.simhash_sketches "
+                           "WHERE url IN ?", self._read),
         }
         prepared: dict[str, Any] = {}
         for name, (text, level) in cql.items():
@@ -1285,15 +1291,31 @@ class CassandraStateStore:
         await self._query("claim_put", (content_hash, url, record.file, record.offset,
                                         record.length, stamp))
 
-    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
-        """Index ``url`` under each block key; adding it again is harmless."""
+    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int,
+                          sketch: bytes | None = None) -> None:
+        """Index ``url`` under each block key and keep its sketch; adding it again is
+        harmless."""
         if not keys:
             return
         value = to_signed(simhash)
         batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._write)
         for k in sorted({to_signed(k) for k in keys}):
             batch.add(self._ps["simhash_put"], (k, url, value))
+        if sketch:
+            batch.add(self._ps["sketch_put"], (url, sketch))
         await self._send(batch)  # one statement; each entry is idempotent
+
+    async def simhash_sketches(self, urls: Sequence[str]) -> dict[str, bytes]:
+        """The stored sketch of each of ``urls`` that has one (one ``IN`` query per
+        :data:`SKETCHES_PER_QUERY` URLs: a page has a handful of candidates)."""
+        wanted = sorted(set(urls))
+        found: dict[str, bytes] = {}
+        for start in range(0, len(wanted), SKETCHES_PER_QUERY):
+            chunk = wanted[start:start + SKETCHES_PER_QUERY]
+            for url, sketch in await self._all_rows("sketch_get", (chunk,)):
+                if sketch:
+                    found[url] = bytes(sketch)
+        return found
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
         """(url, simhash) of every page indexed under any of ``keys``, each pair once."""

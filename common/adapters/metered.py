@@ -154,10 +154,15 @@ class MeteredStateStore:
         with self._metrics.time("record_content"):
             await self._inner.record_content(content_hash, url, record)
 
-    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
+    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int,
+                          sketch: bytes | None = None) -> None:
         with self._metrics.time("add_simhash"):
-            await self._inner.add_simhash(keys, url, simhash)
+            await self._inner.add_simhash(keys, url, simhash, sketch)
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
         with self._metrics.time("simhash_candidates"):
             return await self._inner.simhash_candidates(keys)
+
+    async def simhash_sketches(self, urls: Sequence[str]) -> dict[str, bytes]:
+        with self._metrics.time("simhash_sketches"):
+            return await self._inner.simhash_sketches(urls)

@@ -8,6 +8,7 @@ Tables mirror the cluster data model (see the design's Data section):
 - ``robots`` (origin) -> :class:`~common.ports.RobotsRecord`;
 - ``content`` (content_hash) -> the first (url, record) that held a body;
 - ``simhash_blocks`` (key, url) -> simhash, for near-duplicate candidates;
+- ``simhash_sketches`` (url) -> the page's MinHash sketch, for their verdict;
 - ``seed_roots`` (domain, host, path): the seeds as the crawl scope knows them;
 - ``url_counts`` (status, reason) -> number of url_state rows, kept by triggers;
 - ``meta`` (name) -> integer counters (the next discovery sequence number);
@@ -175,6 +176,10 @@ CREATE TABLE IF NOT EXISTS simhash_blocks (
     url TEXT NOT NULL,
     simhash INTEGER NOT NULL,
     PRIMARY KEY (key, url)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS simhash_sketches (
+    url TEXT PRIMARY KEY,
+    sketch BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS seed_roots (
     domain TEXT NOT NULL,
@@ -673,19 +678,42 @@ class SqliteStateStore:
             "record_length) VALUES (?, ?, ?, ?, ?) ON CONFLICT (content_hash) DO NOTHING"),
             (content_hash, url, record.file, record.offset, record.length))
 
-    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int) -> None:
-        """Index ``url`` under each block key; adding it again is harmless."""
+    async def add_simhash(self, keys: Sequence[int], url: str, simhash: int,
+                          sketch: bytes | None = None) -> None:
+        """Index ``url`` under each block key and keep its sketch; adding it again is
+        harmless."""
         if not keys:
             return
         value = to_signed(simhash)
         rows = [(to_signed(k), url, value) for k in keys]
-        await self._run(self._add_simhash_sync, rows)
+        await self._run(self._add_simhash_sync, rows, url, sketch)
 
-    def _add_simhash_sync(self, rows: list[tuple[int, str, int]]) -> None:
+    def _add_simhash_sync(self, rows: list[tuple[int, str, int]], url: str,
+                          sketch: bytes | None) -> None:
         with self._transaction() as db:
             db.executemany("INSERT INTO simhash_blocks (key, url, simhash) VALUES (?, ?, ?) "
                            "ON CONFLICT (key, url) DO UPDATE SET simhash = excluded.simhash",
                            rows)
+            if sketch:
+                db.execute("INSERT INTO simhash_sketches (url, sketch) VALUES (?, ?) "
+                           "ON CONFLICT (url) DO UPDATE SET sketch = excluded.sketch",
+                           (url, sketch))
+
+    async def simhash_sketches(self, urls: Sequence[str]) -> dict[str, bytes]:
+        """The stored sketch of each of ``urls`` that has one."""
+        wanted = sorted(set(urls))
+        if not wanted:
+            return {}
+        return await self._run(self._sketches_sync, wanted)
+
+    def _sketches_sync(self, urls: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for start in range(0, len(urls), _KEYS_PER_QUERY):
+            chunk = urls[start:start + _KEYS_PER_QUERY]
+            sql = ("SELECT url, sketch FROM simhash_sketches WHERE url IN "
+                   f"({', '.join('?' for _ in chunk)})")
+            found.update((url, bytes(sketch)) for url, sketch in self._db.execute(sql, chunk))
+        return found
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
         """(url, simhash) of every page indexed under any of ``keys``, each pair once."""

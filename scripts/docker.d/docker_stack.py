@@ -33,6 +33,8 @@ Stand-ins (only when no registry answers; `docker pull` is tried first):
 |                          | Central on OpenJDK 17, with cqlsh from PyPI; the upstream     |
 |                          | image's CASSANDRA_* / MAX_HEAP_SIZE variables                 |
 | prom/prometheus:<v>      | Debian 12's prometheus package (2.42) with wget               |
+| chrislusf/seaweedfs:<v>  | scripts/servers' SeaweedFS build (from its Go module; built   |
+|                          | first when missing) with wget, for the compose profile s3     |
 | grafana/grafana:<v>      | none: no Debian package, AGPL source not served here          |
 
 Environment:
@@ -504,7 +506,7 @@ SHARED_FILES = {"cassandra": {"config/jvm17.options":
 class StandIn:
     """A local image tagged with an upstream name, built from scripts/docker.d/images/<kind>."""
 
-    kind: str  # python, kafka, cassandra, prometheus
+    kind: str  # python, kafka, cassandra, prometheus, seaweedfs
     ref: str  # the upstream name it stands in for
 
     @property
@@ -518,6 +520,8 @@ class StandIn:
             return tag
         if self.kind == "cassandra":
             return cassandra_version(tag)
+        if self.kind == "seaweedfs":
+            return seaweedfs_binary().parent.name.removeprefix("seaweedfs-")
         return tag
 
     def jars(self) -> Path | None:
@@ -536,7 +540,14 @@ class StandIn:
         jars = self.jars()
         if jars is not None:
             shutil.copytree(jars, ctx / "libs")
-        files = [p for p in ctx.rglob("*") if p.is_file() and p.suffix != ".jar"]
+        if self.kind == "seaweedfs":
+            binary = seaweedfs_binary()
+            shutil.copy2(binary, ctx / "weed")
+            strip = shutil.which("strip")
+            if strip is not None:  # debug symbols: about a third of the binary
+                run([strip, "--strip-debug", str(ctx / "weed")], timeout=300)
+        files = [p for p in ctx.rglob("*")
+                 if p.is_file() and p.suffix != ".jar" and p.name != "weed"]
         jar_names = sorted(p.name for p in ctx.rglob("*.jar"))
         recipe = digest(files, self.ref, self.version(), image_id(BASE_IMAGE), *jar_names)
         return ctx, recipe
@@ -552,6 +563,24 @@ class StandIn:
                    "--build-arg", f"BASE={BASE_IMAGE}", "--build-arg",
                    f"VERSION={self.version()}", "-t", self.ref, str(ctx), timeout=3600)
         shutil.rmtree(ctx / "libs", ignore_errors=True)
+        (ctx / "weed").unlink(missing_ok=True)
+
+
+def seaweedfs_binary() -> Path:
+    """scripts/servers' SeaweedFS binary (``var/seaweedfs-<version>/weed``), built there
+    first when missing (from the Go module: minutes with a warm Go cache, about a
+    quarter of an hour on 2 busy cores without)."""
+    text = (ROOT / "scripts" / "servers.d" / "servers.py").read_text(encoding="utf-8")
+    match = re.search(r'^SEAWEEDFS_VERSION = "([^"]+)"', text, re.MULTILINE)
+    if match is None:
+        raise DockerError("scripts/servers.d/servers.py names no SEAWEEDFS_VERSION")
+    binary = ROOT / "var" / f"seaweedfs-{match.group(1)}" / "weed"
+    if not binary.is_file():
+        with step("built SeaweedFS (scripts/servers install s3)"):
+            run([str(ROOT / "scripts" / "servers"), "install", "s3"], timeout=3900)
+    if not binary.is_file():
+        raise DockerError(f"scripts/servers install s3 left no {rel(binary)}")
+    return binary
 
 
 def cassandra_version(tag: str) -> str:
@@ -604,6 +633,7 @@ def stack_images() -> dict[str, str]:
     return {"python": python, "kafka": services["kafka"]["image"],
             "cassandra": services["cassandra"]["image"],
             "prometheus": services["prometheus"]["image"],
+            "seaweedfs": services["s3"]["image"],
             "grafana": services["grafana"]["image"]}
 
 

@@ -329,6 +329,23 @@ async def test_simhash_index(store: StateStore) -> None:
     assert await store.simhash_candidates([]) == []
 
 
+async def test_simhash_sketches(store: StateStore) -> None:
+    a, b = bytes(range(256)) * 2, b"\x00\x01\x02\x03"
+    await store.add_simhash([1, 2], "http://a.example/", 5, a)
+    await store.add_simhash([2], "http://b.example/", 6, b)
+    await store.add_simhash([2], "http://b.example/", 6, b)  # idempotent
+    await store.add_simhash([2, 3], "http://c.example/", 7)  # indexed without a sketch
+    assert sorted(await store.simhash_candidates([2])) == [
+        ("http://a.example/", 5), ("http://b.example/", 6), ("http://c.example/", 7)]
+    assert await store.simhash_sketches(
+        ["http://a.example/", "http://b.example/", "http://c.example/",
+         "http://d.example/", "http://a.example/"]) == {
+        "http://a.example/": a, "http://b.example/": b}
+    assert await store.simhash_sketches([]) == {}
+    await store.add_simhash([4], "http://b.example/", 8, a)  # refetched: the newest sketch
+    assert await store.simhash_sketches(["http://b.example/"]) == {"http://b.example/": a}
+
+
 async def test_seed_roots_by_domain(store: StateStore) -> None:
     a = SeedRoot(domain="example.co.uk", host="docs.example.co.uk", path="/guide/")
     b = SeedRoot(domain="example.co.uk", host="www.example.co.uk", path="/")
@@ -445,6 +462,23 @@ async def test_sqlite_file_from_before_sitemaps_gains_their_columns(tmp_path: Pa
         await store.put_url(row("a.example", "/s.xml", kind=TaskKind.SITEMAP, lastmod=5.0))
         new = await store.get_url("a.example", "http://a.example/s.xml")
         assert new is not None and (new.kind, new.lastmod) == (TaskKind.SITEMAP, 5.0)
+
+
+async def test_sqlite_file_from_before_sketches_gains_their_table(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    async with SqliteStateStore(path) as store:
+        await store.add_simhash([1], "http://a.example/", 5)
+    db = sqlite3.connect(path)
+    with db:  # the schema as it was before sketches were kept
+        db.execute("DROP TABLE simhash_sketches")
+    db.close()
+    async with SqliteStateStore(path) as store:
+        assert await store.simhash_sketches(["http://a.example/"]) == {}
+        await store.add_simhash([1], "http://b.example/", 6, b"sketch")
+        assert await store.simhash_candidates([1]) == [
+            ("http://a.example/", 5), ("http://b.example/", 6)]
+        assert await store.simhash_sketches(["http://a.example/", "http://b.example/"]) == {
+            "http://b.example/": b"sketch"}
 
 
 async def test_sqlite_rejects_simhash_outside_64_bits(tmp_path: Path) -> None:

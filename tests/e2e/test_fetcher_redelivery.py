@@ -49,3 +49,36 @@ async def test_a_task_delivered_twice_reaches_the_server_once(tmp_path: Path) ->
     assert len(results) == 3 and len({r.fetched_at for r in results}) == 1
     assert results[0].outcome is FetchOutcome.OK
 
+
+
+async def test_a_page_stored_by_a_fetcher_that_died_is_parsed_from_that_copy(
+        tmp_path: Path) -> None:
+    """A fetcher dies after storing a page's body (the content index names the URL as
+    the body's holder) but before the page was parsed; the task is delivered again and
+    fetched again. The second response is stored as a revisit of the URL's own copy,
+    and the parse reads the payload from that copy: the page's text and links are
+    found, as if the first delivery had finished."""
+    async with SimWeb(seed(), dns=True) as web:
+        crawler = EmbeddedCrawler(seed_settings(tmp_path, web))
+        await crawler.start()
+        try:
+            url = web.seed_urls()[0]
+            host = host_key(url)
+            task = FetchTask(task_id="died", url=url, host=host, attempt=1)
+            first = await crawler.fetcher.fetch(task)  # stored, then the fetcher "died"
+            assert first.outcome is FetchOutcome.OK and first.duplicate_of is None
+            parsed_first = await crawler.parser.parse(first, first.record)  # type: ignore[arg-type]
+            crawler.fetcher._done.clear()  # a new fetcher process remembers nothing
+            again = await crawler.fetcher.fetch(task)
+            assert again.record is not None
+            parsed = await crawler.parser.parse(again, again.record)
+        finally:
+            await crawler.close()
+    assert again.outcome is FetchOutcome.OK
+    assert again.duplicate_of is None  # not a duplicate of another URL
+    assert again.record != first.record  # the second response has a record of its own
+    assert parsed_first.links, "the seed page has links"
+    assert parsed.links == parsed_first.links
+    assert again.payload_record == first.record  # whose payload is the first copy
+    assert parsed.text_chars == parsed_first.text_chars > 0
+    assert parsed.simhash == parsed_first.simhash is not None

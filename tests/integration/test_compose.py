@@ -1,6 +1,6 @@
 """The compose stack, started for real as its users start it: ``docker compose up`` of
-docker-compose.yml with the self-seeding demo (deploy/compose/demo.env), every service
-but Grafana.
+docker-compose.yml with the self-seeding demo (deploy/compose/demo.env) and the stack's
+own S3 server for the WARC files (deploy/compose/s3.env), every service but Grafana.
 
 One test, in order: ``up -d --wait`` until every service is healthy; the demo seeds
 itself and the crawl runs through Kafka, Cassandra and the crawler containers; the
@@ -13,7 +13,8 @@ scripts/servers' Kafka and Cassandra passes); the crawl ends with the seed figur
 fetched, 132 kept, 30 exact duplicates, 1 robots-blocked, 1 host capped) read through
 the control API and nothing lost; the stack's Prometheus has every target up, saw a
 crawl rate above 0, and answers every query of every panel of both Grafana dashboards
-with data; ``down -v`` leaves no container, volume or network of the project behind.
+with data; once the crawler services stop, the bucket holds WARC files with a response
+record for every page kept; ``down -v`` leaves no container, volume or network of the project behind.
 
 Needs a Docker engine, Compose v2 and the images: ``scripts/docker prepare`` (which
 ``scripts/test`` runs) makes them and writes var/docker/status.json. Where no engine
@@ -26,6 +27,7 @@ servers on 127.0.0.1:9092 and :9042 or another compose project.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -51,8 +53,14 @@ PROJECT = "polite-crawler-smoke"
 # Every service of the demo but Grafana (no image of it can be had here). The fetchers
 # parse and judge the pages (CRAWLER_FETCHER_PARSE_INLINE, default true): the parser and
 # dedup services are in the profile separate-parse, not started here.
-SERVICES = ["kafka", "cassandra", "frontier", "fetcher-1", "fetcher-2", "api",
+SERVICES = ["kafka", "cassandra", "s3", "frontier", "fetcher-1", "fetcher-2", "api",
             "prometheus", "simweb-1", "simweb-2", "demo-seed"]
+CRAWLERS = ["frontier", "fetcher-1", "fetcher-2", "api"]
+# The stack's S3 server (profile s3, deploy/compose/s3.env) holds the WARC files; the
+# keys are the test's own, given to the server and the crawler services alike.
+S3_ENV = ROOT / "deploy" / "compose" / "s3.env"
+S3_KEYS = {"AWS_ACCESS_KEY_ID": "smoke-test-key",
+           "AWS_SECRET_ACCESS_KEY": "smoke-test-secret-4f1c9a"}
 FETCHERS = {"fetcher-1": "simweb-1", "fetcher-2": "simweb-2"}
 # Prometheus finds parser and dedup through DNS: no target of theirs while they do not run
 TARGETS = {("frontier", "frontier:9100"), ("fetcher", "fetcher-1:9100"),
@@ -132,9 +140,13 @@ class Stack:
         # own CRAWLER_* settings (scripts/servers' addresses, say) may leak in.
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("CRAWLER_", "COMPOSE_", "GRAFANA_", "PROMETHEUS_"))}
+        self.s3_port = _free_port()
+        self.env = {k: v for k, v in self.env.items() if not k.startswith(("AWS_", "S3_"))}
         self.env.update({"CRAWLER_API_HOST_PORT": str(self.api_port),
                          "PROMETHEUS_HOST_PORT": str(self.prometheus_port),
-                         "GRAFANA_HOST_PORT": str(_free_port())})
+                         "GRAFANA_HOST_PORT": str(_free_port()),
+                         "S3_HOST_PORT": str(self.s3_port),
+                         "COMPOSE_PROFILES": "demo,s3", **S3_KEYS})
         if os.environ.get("CRAWLER_IMAGE"):
             self.env["CRAWLER_IMAGE"] = os.environ["CRAWLER_IMAGE"]
         self.api = f"http://127.0.0.1:{self.api_port}"
@@ -144,11 +156,11 @@ class Stack:
                 check: bool = True) -> subprocess.CompletedProcess[str]:
         cmd = ["docker", "compose", "--project-name", PROJECT, "--project-directory",
                str(ROOT), "--file", str(ROOT / "docker-compose.yml"), "--env-file",
-               str(DEMO_ENV), *args]
+               str(DEMO_ENV), "--env-file", str(S3_ENV), *args]
         proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True,
                               timeout=timeout, check=False)
         if check and proc.returncode != 0:
-            raise AssertionError(f"{' '.join(cmd[8:])} failed ({proc.returncode}):\n"
+            raise AssertionError(f"{' '.join(cmd[10:])} failed ({proc.returncode}):\n"
                                  f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
         return proc
 
@@ -172,6 +184,54 @@ class Stack:
                                  timeout=60, check=True).stdout.split()
             found[kind] = out
         return found
+
+    def bucket_records(self, folder: Path) -> dict[str, Any]:
+        """The WARC records in the stack's bucket, read over its published port: the
+        objects by name, the target URIs of the response records (robots.txt aside),
+        and how many revisit records there are."""
+        import obstore
+        from warcio.archiveiterator import ArchiveIterator
+
+        from common.adapters.s3_blobs import S3Config, open_bucket
+
+        creds = folder / "credentials"
+        creds.write_text(f"[default]\naws_access_key_id = {S3_KEYS['AWS_ACCESS_KEY_ID']}\n"
+                         f"aws_secret_access_key = {S3_KEYS['AWS_SECRET_ACCESS_KEY']}\n")
+        bucket = open_bucket(S3Config(bucket="crawl", endpoint=f"http://127.0.0.1:"
+                                      f"{self.s3_port}", path_style=True,
+                                      credentials_file=str(creds)))
+        keys = sorted(meta["path"] for batch in obstore.list(bucket) for meta in batch)
+        responses: list[str] = []
+        revisits = 0
+        for key in keys:
+            if not key.endswith(".warc.gz"):
+                continue
+            body = bytes(obstore.get(bucket, key).bytes())
+            for record in ArchiveIterator(io.BytesIO(body)):
+                uri = record.rec_headers.get_header("WARC-Target-URI") or ""
+                if record.rec_type == "response" and not uri.endswith("/robots.txt"):
+                    responses.append(uri)
+                elif record.rec_type == "revisit":
+                    revisits += 1
+        return {"keys": keys, "responses": responses, "revisits": revisits}
+
+    def store_rows(self) -> str:
+        """The store's URL and content rows, read inside the frontier container (for a
+        crawl that ended short: which pages were fetched, and from which record)."""
+        script = (
+            "import os\n"
+            "from cassandra.cluster import Cluster\n"
+            "ks = os.environ.get('CRAWLER_STORE_KEYSPACE', 'crawl')\n"
+            "s = Cluster([os.environ['CRAWLER_STORE_CASSANDRA_HOSTS']]).connect(ks)\n"
+            "for r in sorted(s.execute('SELECT url, status, reason, depth, attempts, "
+            "record_file, record_offset, content_hash, duplicate_of FROM url_state')):\n"
+            "    print('url', *r)\n"
+            "for r in sorted(s.execute('SELECT content_hash, url, record_file, "
+            "record_offset FROM content')):\n"
+            "    print('content', *r)\n")
+        out = self.compose("exec", "-T", "frontier", "python", "-c", script, check=False,
+                           timeout=120)
+        return out.stdout + out.stderr
 
     def diagnostics(self) -> str:
         parts = []
@@ -269,7 +329,7 @@ def _kill_a_fetcher(stack: Stack) -> None:
 
 
 @pytest.mark.timeout(2400)
-def test_compose_stack_crawls_the_demo_and_survives_a_fetcher_crash() -> None:
+def test_compose_stack_crawls_the_demo_and_survives_a_fetcher_crash(tmp_path: Path) -> None:
     _docker_ready()
     stack = Stack()
     t0 = time.monotonic()
@@ -326,6 +386,12 @@ def test_compose_stack_crawls_the_demo_and_survives_a_fetcher_crash() -> None:
                                          "near_duplicates", "robots_blocked",
                                          "hosts_capped", "host_capped_urls", "dead",
                                          "queued", "in_flight", "known_urls")}
+        if figures["fetched"] != 162:
+            print(stack.store_rows(), flush=True)
+            for service in FETCHERS:
+                logs = stack.compose("logs", "--no-color", service, check=False,
+                                     timeout=60)
+                print(f"--- {service} (whole log)\n{logs.stdout[-20000:]}", flush=True)
         assert figures == {"fetched": 162, "kept": 132, "exact_duplicates": 30,
                            "near_duplicates": 0, "robots_blocked": 1, "hosts_capped": 1,
                            "host_capped_urls": 1, "dead": 0, "queued": 0, "in_flight": 0,
@@ -352,6 +418,17 @@ def test_compose_stack_crawls_the_demo_and_survives_a_fetcher_crash() -> None:
                 empty.append(f"{where}: {expr}")
         assert empty == [], "panels without data:\n" + "\n".join(empty)
         say(f"{len(queries)} dashboard queries answered with data")
+
+        # -- the WARC files are in the stack's bucket once the crawler services stopped
+        # (a stopping service uploads what its spool holds)
+        stack.compose("stop", "--timeout", "90", *CRAWLERS, timeout=300)
+        found = stack.bucket_records(tmp_path)
+        warcs = [k for k in found["keys"] if k.endswith(".warc.gz")]
+        say(f"bucket: {len(found['keys'])} objects, {len(warcs)} WARC files, "
+            f"{len(found['responses'])} response records "
+            f"({len(set(found['responses']))} URLs), {found['revisits']} revisits")
+        assert warcs, found["keys"]
+        assert len(set(found["responses"])) == stats["kept"], found["responses"]
 
         # -- down -v leaves nothing behind
         stack.compose("down", "--volumes", "--remove-orphans", "--timeout", "20",

@@ -58,3 +58,30 @@ async def test_holders_of_different_hosts_do_not_wait_for_each_other() -> None:
         pass
     leave.set()
     await asyncio.wait_for(task, 5)
+
+
+def test_the_pause_is_kept_on_the_monotonic_clock_while_the_wall_clock_is_slewed() -> None:
+    # The wall clock runs 0.1% fast (as under an NTP slew): 1.000 s of monotonic time is
+    # 1.001 s of wall time. A pause worked out on the wall clock would end 0.4 ms early
+    # for a 0.4 s delay; the gate's earliest start is 0.4 s of monotonic time after the
+    # response ended.
+    mono = [100.0]
+    base_wall = 1_700_000_000.0
+
+    def wall() -> float:
+        return base_wall + (mono[0] - 100.0) * 1.001
+
+    gate = HostGate(clock=lambda: mono[0], wall=wall)
+    ended_wall = wall()
+    mono[0] += 0.000_010  # done() is called a moment after the response ended
+    gate.done("h.example", ended_wall, 0.4)
+    earliest = gate.earliest("h.example", None, 0.4)
+    assert abs(earliest - (100.0 + 0.4)) < 1e-6, earliest
+
+
+def test_took_over_partitions_wait_a_delay_from_the_takeover() -> None:
+    mono = [50.0]
+    gate = HostGate(clock=lambda: mono[0], wall=lambda: 1e9 + mono[0])
+    gate.took_over(frozenset({3}))
+    assert gate.earliest("new.example", 3, 2.0) == 52.0
+    assert gate.earliest("new.example", 4, 2.0) == 0.0  # not a newly taken partition

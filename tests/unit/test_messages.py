@@ -9,6 +9,7 @@ import json
 import msgspec
 import pytest
 
+from common import minhash
 from common.messages import (
     MAX_DEAD_LETTER_PAYLOAD,
     MAX_DEAD_LETTER_TEXT,
@@ -174,6 +175,19 @@ def test_parsed_page_and_status_ranges() -> None:
                           simhash=-5)
     with pytest.raises(MessageError, match="simhash"):
         decode(StatusUpdate, encode(update))
+
+
+def test_parsed_page_carries_a_sketch() -> None:
+    page = ParsedPage(url="http://a.test/", host="a.test", depth=1, priority=1, status=200,
+                      fetched_at=1.0, content_hash=None, simhash=5,
+                      sketch=minhash.sketch("one two three four five six seven"))
+    assert decode(ParsedPage, encode(page)) == page
+    assert decode(ParsedPage, encode(msgspec.structs.replace(page, sketch=None))).sketch is None
+    older = encode(page).replace(b'"sketch"', b'"other"')  # from a parser before sketches
+    assert decode(ParsedPage, older).sketch is None
+    too_big = msgspec.structs.replace(page, sketch=b"x" * (minhash.SKETCH_BYTES + 1))
+    with pytest.raises(MessageError, match="sketch"):
+        decode(ParsedPage, encode(too_big))
 
 
 # ------------------------------------------------------------------ dead letters
