@@ -33,6 +33,8 @@ IDLE_LEAVES = (
     ("pycares/__init__.py", "_run_safe_shutdown_loop"),
     ("queue.py", "get"),
     ("common/adapters/sqlite_store.py", "_work"),  # the store's worker waiting for calls
+    ("asyncio/unix_events.py", "_do_waitpid"),  # a thread waiting for a page worker to exit
+    ("common/pagework.py", "_recv_exact"),  # a page worker waiting for its next job
 )
 
 # (component, path fragments); the first match walking outwards from the leaf wins.
@@ -64,6 +66,49 @@ COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("event loop (asyncio, selectors)", ("asyncio/", "selectors.py", "contextlib.py")),
     ("start-up (imports)", ("<frozen importlib", "importlib/")),
 )
+
+# (step, (file fragment, function name or "" for any)); inclusive: a sample counts for
+# every step with a frame anywhere on its stack, so the steps overlap (link extraction
+# includes resolving hrefs; the page's parse is its own step).
+STEPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("charset decoding (parser.charset.decode_html)", (("parser/charset.py", "decode_html"),)),
+    ("HTML tree (parser.html.parse_document)", (("parser/html.py", "parse_document"),)),
+    ("link extraction (parser.html.extract: links, base, meta robots, title)",
+     (("parser/html.py", "extract"),)),
+    ("main text (parser.text.extract_main_text)", (("parser/text.py", "extract_main_text"),)),
+    ("text signals and SimHash (parser.signals, common.simhash)",
+     (("parser/signals.py", "text_signals"), ("common/simhash.py", ""))),
+    ("canonical form of links (common.urls.canonicalize)",
+     (("common/urls.py", "canonicalize"),)),
+    ("seen filter (frontier.seen)", (("frontier/seen.py", ""),)),
+    ("SQLite state store (common.adapters.sqlite_store, sqlite3)",
+     (("common/adapters/sqlite_store.py", ""), ("sqlite3/", ""))),
+    ("WARC records (common.archive, warcio)", (("common/archive.py", ""), ("warcio/", ""))),
+    ("robots.txt (common.robots, protego)", (("common/robots.py", ""), ("protego", ""))),
+    ("HTTP client (aiohttp)", (("aiohttp/", ""),)),
+)
+
+
+# Steps seen at the leaf only: zlib is C code, which py-spy does not show, so its time
+# is the leaf frame that calls it (common.archive._serialise compresses each record).
+LEAF_STEPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("WARC compression (zlib, in common.archive._serialise)",
+     (("common/archive.py", "_serialise"), ("gzip.py", ""), ("zlib", ""))),
+)
+
+
+def _steps(frames: list[tuple[str, str]]) -> list[str]:
+    hit = []
+    func, file = frames[-1]
+    for name, probes in LEAF_STEPS:
+        if any(part in file and (not fn or func == fn) for part, fn in probes):
+            hit.append(name)
+    for name, probes in STEPS:
+        if any(part in file and (not fn or func == fn or func.endswith("." + fn))
+               for func, file in frames for part, fn in probes):
+            hit.append(name)
+    return hit
+
 
 STAGES: tuple[tuple[str, str], ...] = (
     ("frontier", "frontier/"),
@@ -172,6 +217,7 @@ def summarize(raw: str, rate: int) -> dict[str, Any]:
     stages: Counter[str] = Counter()
     threads: Counter[str] = Counter()
     leaves: Counter[str] = Counter()
+    steps: Counter[str] = Counter()
     for stack, n in _samples(raw):
         process, stack = _process(stack)
         frames = _frames(stack)
@@ -183,6 +229,8 @@ def summarize(raw: str, rate: int) -> dict[str, Any]:
         threads[thread] += n
         components[_component(frames)] += n
         stages[_stage(frames, thread)] += n
+        for step in _steps(frames):
+            steps[step] += n
         func, file = frames[-1]
         leaves[f"{func} ({_short(file)})"] += n
     busy = total - idle
@@ -194,6 +242,7 @@ def summarize(raw: str, rate: int) -> dict[str, Any]:
     return {"rate_hz": rate, "samples": total, "idle_samples": idle, "cpu_samples": busy,
             "cpu_seconds": busy / rate, "threads": table(threads),
             "components": table(components), "stages": table(stages),
+            "steps": table(steps),
             "hot_functions": table(Counter(dict(leaves.most_common(20))))}
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.realweb import RealWeb, ensure_real_web
 from bench.runners import Crawl, RunResult, loadavg, run_crawl, summarize, write_json
 from bench.servers import (
     BenchError,
@@ -51,6 +52,7 @@ SCRAPY_REQUIREMENT = "scrapy>=2.13,<3"
 PYSPY_REQUIREMENT = "py-spy>=0.4,<0.5"
 TOOLS = ("embedded", "cluster", "scrapy")
 STEPS = ("ceiling", "compare", "scaling", "profile", "seen")
+WEBS = ("generated", "real", "both")
 
 
 @dataclass(slots=True)
@@ -81,6 +83,15 @@ class Config:
     report_path: str = ""
     name: str = ""
     render: str = ""
+    web: str = "both"
+    """The webs the crawlers are compared on: the generated one, the real-HTML one
+    (Debian's documentation packages, bench/realweb.py) or both."""
+    real_quick: bool = False
+    """The real web's small subset (the --quick preset)."""
+    one_host_sites: list[str] = field(
+        default_factory=lambda: ["pgdoc.test", "pydoc.test", "djangodoc.test"])
+    one_host_depth: int = 3
+    real_profile_pages: int = 3000
     """Results file name: the preset's, or preset-HOSTSxPAGES[-partial] when sizes,
     tools or steps were changed, so such a run never replaces the preset's results."""
 
@@ -90,7 +101,9 @@ PRESETS: dict[str, dict[str, Any]] = {
               "scale_sizes": [1_000, 10_000, 50_000], "scale_budget": 300,
               "filler_hosts": 100, "profile_pages": 600,
               "seen_sizes": [100_000, 1_000_000], "seen_probes": 100_000,
-              "ceiling_seconds": 4.0},
+              "ceiling_seconds": 4.0, "real_quick": True,
+              "one_host_sites": ["eximdoc.test", "zshdoc.test"], "one_host_depth": 3,
+              "real_profile_pages": 300},
     "default": {"hosts": 300, "pages_per_host": 10, "scale_budget": 1500,
                 "profile_pages": 3000},
     "full": {"hosts": 1000, "pages_per_host": 100, "scale_budget": 5000,
@@ -123,6 +136,13 @@ def parse_args(argv: list[str] | None) -> Config:
     p.add_argument("--scale-budget", type=int, help="pages crawled at each scaling size")
     p.add_argument("--profile-pages", type=int, help="pages crawled under the profiler")
     p.add_argument("--seen-sizes", help="seen-filter sizes, comma-separated")
+    p.add_argument("--web", choices=WEBS,
+                   help="compare the crawlers on the generated web, the real-HTML web "
+                        "(Debian documentation packages) or both (default: both)")
+    p.add_argument("--one-host", dest="one_host_sites",
+                   help="real-web hosts crawled one at a time, comma-separated "
+                        "(empty: none)")
+    p.add_argument("--one-host-depth", type=int, help="depth limit of the one-host crawls")
     p.add_argument("--scrapy-jobdir", action="store_true",
                    help="run Scrapy with JOBDIR (durable, resumable state, as the crawler)")
     p.add_argument("--report", dest="report_path", help="where to write the markdown report")
@@ -152,10 +172,16 @@ def parse_args(argv: list[str] | None) -> Config:
     if a.seen_sizes:
         cfg.seen_sizes = [int(float(x)) for x in a.seen_sizes.split(",")]
     cfg.scrapy_jobdir = a.scrapy_jobdir
+    if a.web:
+        cfg.web = a.web
+    if a.one_host_sites is not None:
+        cfg.one_host_sites = [h.strip() for h in a.one_host_sites.split(",") if h.strip()]
+    if a.one_host_depth is not None:
+        cfg.one_host_depth = a.one_host_depth
     cfg.render = a.render or ""
     changed = any(getattr(a, k) is not None
                   for k in ("hosts", "pages_per_host", "links_per_page", "words"))
-    partial = bool(a.tools or a.steps)
+    partial = bool(a.tools or a.steps or (a.web and a.web != "both"))
     cfg.name = cfg.preset
     if changed or partial:
         cfg.name = f"{cfg.preset}-{cfg.hosts}x{cfg.pages_per_host}" + ("-partial" if partial
@@ -178,6 +204,8 @@ class Bench:
         self.nginx: Nginx | None = None
         self.dns: DnsServer | None = None
         self.web: Web | None = None
+        self.real: RealWeb | None = None
+        self.target = Target()
         self.started_servers = False
         self.tools_info: dict[str, str] = {}
 
@@ -194,19 +222,32 @@ class Bench:
             "PYTHONPATH": str(REPO),
             "CRAWLER_FETCHER_DNS_SERVERS": self.dns.server,
             "CRAWLER_FETCHER_ALLOW_NETWORKS": "127.0.0.1/32",
-            "CRAWLER_POLITENESS_DEFAULT_DELAY": f"{self.cfg.delay:g}",
+            "CRAWLER_POLITENESS_DEFAULT_DELAY": f"{self.target.delay:g}",
             "CRAWLER_POLITENESS_MAX_IN_FLIGHT_PER_HOST": "1",
             "CRAWLER_FETCHER_CONCURRENCY": str(self.cfg.concurrency),
-            "CRAWLER_TRAPS_MAX_DEPTH": str(self.cfg.max_depth),
+            "CRAWLER_TRAPS_MAX_DEPTH": str(self.target.max_depth),
         })
+        env.update(self.target.env)
         env.update(extra or {})
         return env
 
     def seeds_file(self) -> Path:
-        assert self.web is not None
         path = VAR / "seeds.txt"
-        path.write_text("\n".join(self.web.seeds) + "\n")
+        path.write_text("\n".join(self.target.seeds) + "\n")
         return path
+
+    def use_generated(self) -> None:
+        assert self.web is not None
+        self.target = Target(seeds=list(self.web.seeds), expected=list(self.web.expected),
+                             delay=self.cfg.delay, max_depth=self.cfg.max_depth)
+
+    def use_real(self, seeds: list[str], expected: list[str], max_depth: int) -> None:
+        """The real web: no delay, one request in flight per host (each tool sets its
+        own pace), links kept to the seeds' hosts by both tools."""
+        self.target = Target(seeds=seeds, expected=expected, delay=0.0, max_depth=max_depth,
+                             env={"CRAWLER_POLITENESS_RESPONSE_TIME_FACTOR": "0",
+                                  "CRAWLER_SCOPE_MODE": "seed-hosts"},
+                             same_host=True)
 
     # ------------------------------------------------------------------ preparation
 
@@ -306,10 +347,28 @@ class Bench:
                        port=port)
         self.web = ensure_web(spec, VAR, workers=max(1, os.cpu_count() or 1), log=self.log)
         self.results["web"] = self.web.summary()
-        self.nginx = Nginx(self.tools_info["nginx_binary"], VAR / "nginx", self.web.root, port)
+        self.use_generated()
+        root = self.web.root
+        hosts = list(self.web.host_names)
+        if cfg.web in ("real", "both"):
+            self.real = ensure_real_web(VAR, port, quick=cfg.real_quick,
+                                        max_depth=cfg.max_depth,
+                                        workers=max(1, os.cpu_count() or 1), log=self.log)
+            self.results.setdefault("real", {})["web"] = self.real.summary()
+            # one root for both webs: a link per host
+            root = VAR / "webroot"
+            if root.exists():
+                shutil.rmtree(root)
+            root.mkdir(parents=True)
+            for host in self.web.host_names:
+                (root / host).symlink_to((self.web.root / host).resolve())
+            for host in self.real.host_names:
+                (root / host).symlink_to((self.real.root / host).resolve())
+            hosts += self.real.host_names
+        self.nginx = Nginx(self.tools_info["nginx_binary"], VAR / "nginx", root, port)
         self.nginx.start()
         names = VAR / "names.txt"
-        names.write_text("".join(f"{h}\n" for h in self.web.host_names))
+        names.write_text("".join(f"{h}\n" for h in hosts))
         self.dns = DnsServer(self.python, REPO, names)
         self.dns.start()
         self.log(f"nginx on 127.0.0.1:{port}, DNS responder on {self.dns.server}")
@@ -344,24 +403,23 @@ class Bench:
     # ------------------------------------------------------------------ crawlers
 
     def embedded_crawl(self, run: int) -> Crawl:
-        assert self.web is not None
         out = VAR / "runs" / f"embedded-{run}"
         return Crawl(name="embedded", cwd=REPO, out_dir=out,
                      log_path=VAR / "logs" / f"embedded-{run}.log",
                      command=[self.python, "-m", "crawler.cli", "crawl", "--no-progress",
-                              "--out", str(out), *self.web.seeds],
+                              "--out", str(out), *self.target.seeds],
                      env=self.crawler_env(), timeout=self.run_timeout())
 
     def scrapy_crawl(self, run: int) -> Crawl:
-        assert self.web is not None and self.dns is not None
+        assert self.dns is not None
         out = VAR / "runs" / f"scrapy-{run}"
         config = VAR / "runs" / f"scrapy-{run}.json"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(json.dumps({
             "out_dir": str(out), "seeds_file": str(self.seeds_file()),
-            "dns_server": self.dns.server, "delay": self.cfg.delay,
-            "concurrency": self.cfg.concurrency, "max_depth": self.cfg.max_depth,
-            "jobdir": self.cfg.scrapy_jobdir}))
+            "dns_server": self.dns.server, "delay": self.target.delay,
+            "concurrency": self.cfg.concurrency, "max_depth": self.target.max_depth,
+            "jobdir": self.cfg.scrapy_jobdir, "same_host": self.target.same_host}))
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLER_")}
         env.update({"BENCH_SCRAPY_CONFIG": str(config),
                     "PYTHONPATH": str(REPO / "bench" / "scrapyside")})
@@ -404,8 +462,7 @@ class Bench:
                      report_file=meta / "report.json", infra_pids=infra_pids)
 
     def run_timeout(self) -> float:
-        assert self.web is not None
-        return max(600.0, len(self.web.expected) * 0.1)
+        return max(600.0, len(self.target.expected) * 0.1)
 
     def cluster_ready(self) -> str | None:
         """None when cluster mode can run; else why not."""
@@ -433,8 +490,13 @@ class Bench:
         return None
 
     def compare(self) -> None:
-        assert self.nginx is not None and self.web is not None
-        tools = list(self.cfg.tools)
+        self.use_generated()
+        self.results.update(self.compare_tools("generated web"))
+
+    def compare_tools(self, label: str) -> dict[str, Any]:
+        """Every tool on the current target, alternating: {"runs": [...], "summary": {}}."""
+        assert self.nginx is not None
+        tools = [t for t in self.cfg.tools if t != "cluster" or label == "generated web"]
         if "cluster" in tools:
             reason = self.cluster_ready()
             self.results["cluster"] = {"available": reason is None, "reason": reason,
@@ -444,16 +506,16 @@ class Bench:
                 tools.remove("cluster")
         makers = {"embedded": self.embedded_crawl, "scrapy": self.scrapy_crawl,
                   "cluster": self.cluster_crawl}
-        expected = set(self.web.expected)
+        expected = set(self.target.expected)
         runs: list[RunResult] = []
-        self.results["runs"] = []
+        out: dict[str, Any] = {"runs": []}
         for i in range(1, self.cfg.runs + 1):
             order = tools if i % 2 == 1 else list(reversed(tools))
             for tool in order:
-                self.log(f"run {i}/{self.cfg.runs}: {tool}")
+                self.log(f"{label}, run {i}/{self.cfg.runs}: {tool}")
                 result = run_crawl(makers[tool](i), i, self.nginx, expected, self.log)
                 runs.append(result)
-                self.results["runs"].append(result.as_dict())
+                out["runs"].append(result.as_dict())
                 self.log(f"  {result.pages} pages in {result.wall_seconds:.1f} s = "
                          f"{result.pages_per_second:.1f}/s, "
                          f"{result.cpu_per_1000_pages:.2f} CPU s per 1000, "
@@ -462,13 +524,36 @@ class Bench:
                          f"exit {result.exit_code}")
                 shutil.rmtree(VAR / "runs" / f"{tool}-{i}", ignore_errors=True)
                 self.checkpoint()
-        self.results["summary"] = {t: summarize([r for r in runs if r.tool == t])
-                                   for t in tools}
+        out["summary"] = {t: summarize([r for r in runs if r.tool == t]) for t in tools}
+        return out
+
+    def compare_real(self) -> None:
+        """The real web: every host at once (throughput), then one host at a time,
+        depth-limited (the per-page latency is the pace)."""
+        assert self.real is not None
+        real = self.results.setdefault("real", {})
+        self.use_real(list(self.real.seeds), list(self.real.expected), self.cfg.max_depth)
+        real["many_hosts"] = self.compare_tools("real web, every host")
+        self.checkpoint()
+        one: dict[str, Any] = {}
+        real["one_host"] = one
+        for host in self.cfg.one_host_sites:
+            if host not in self.real.host_names:
+                self.log(f"one host: {host} is not in the real web; skipped")
+                continue
+            seed, expected = self.real.one_host(host, self.cfg.one_host_depth)
+            self.use_real([seed], expected, self.cfg.one_host_depth)
+            found = self.compare_tools(f"real web, {host} alone")
+            found.update({"depth": self.cfg.one_host_depth, "expected_fetches": len(expected),
+                          "seed": seed})
+            one[host] = found
+            self.checkpoint()
 
     # ------------------------------------------------------------------ scaling
 
     def scaling(self) -> None:
         assert self.web is not None
+        self.use_generated()
         budget = min(self.cfg.scale_budget, max(10, len(self.web.expected) // 2))
         rows = []
         for n in self.cfg.scale_sizes:
@@ -505,24 +590,33 @@ class Bench:
     # ------------------------------------------------------------------ profile
 
     def profile(self) -> None:
-        assert self.web is not None
+        self.use_generated()
+        self.results["profile"] = self.profile_target(self.cfg.profile_pages, "profile")
+
+    def profile_real(self) -> None:
+        assert self.real is not None
+        self.use_real(list(self.real.seeds), list(self.real.expected), self.cfg.max_depth)
+        self.results.setdefault("real", {})["profile"] = self.profile_target(
+            self.cfg.real_profile_pages, "profile-real")
+
+    def profile_target(self, max_pages: int, name: str) -> dict[str, Any] | None:
         spy = self.tools_info.get("py-spy")
         if not spy:
-            self.results["profile"] = None
-            return
+            return None
         from bench.cpu_profile import summarize_file
 
-        out = VAR / "profile-out"
+        out = VAR / f"{name}-out"
         if out.exists():
             shutil.rmtree(out)
-        raw = VAR / "profile.txt"
-        pages = min(self.cfg.profile_pages, len(self.web.expected))
+        raw = VAR / f"{name}.txt"
+        pages = min(max_pages, len(self.target.expected))
         self.log(f"profile: embedded crawl of {pages} pages under py-spy "
                  f"({self.cfg.profile_rate} Hz, every thread and process)")
         cmd = [spy, "record", "--subprocesses", "--rate", str(self.cfg.profile_rate),
                "--format", "raw",
                "--output", str(raw), "--", self.python, "-m", "crawler.cli", "crawl",
-               "--no-progress", "--max-pages", str(pages), "--out", str(out), *self.web.seeds]
+               "--no-progress", "--max-pages", str(pages), "--out", str(out),
+               *self.target.seeds]
         started = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=REPO, env=self.crawler_env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -532,19 +626,18 @@ class Bench:
         if proc.returncode != 0 or not raw.exists():
             err = proc.stderr.read().decode(errors="replace")[-1500:] if proc.stderr else ""
             self.log(f"  py-spy failed ({proc.returncode}): {err}")
-            self.results["profile"] = {"error": err}
-            return
+            return {"error": err}
         if proc.stderr:
             proc.stderr.close()
         summary = summarize_file(raw, self.cfg.profile_rate)
         summary.update({"pages": pages, "wall_seconds": wall,
                         "process_cpu_seconds": ru.ru_utime + ru.ru_stime,
                         "raw_file": str(raw.relative_to(REPO))})
-        self.results["profile"] = summary
         shutil.rmtree(out, ignore_errors=True)
         top = ", ".join(f"{r['name'].split(' (')[0]} {100 * r['share']:.0f}%"
                         for r in summary["components"][:4])
         self.log(f"  {summary['cpu_seconds']:.1f} CPU s sampled: {top}")
+        return summary
 
     # ------------------------------------------------------------------ seen filter
 
@@ -570,12 +663,16 @@ class Bench:
             else:
                 self.results["politeness_ceiling_pages_per_second"] = (
                     self.cfg.hosts / self.cfg.delay)
-            if "compare" in steps:
+            if "compare" in steps and self.cfg.web in ("generated", "both"):
                 self.compare()
+            if "compare" in steps and self.real is not None:
+                self.compare_real()
             if "scaling" in steps:
                 self.scaling()
-            if "profile" in steps:
+            if "profile" in steps and self.cfg.web in ("generated", "both"):
                 self.profile()
+            if "profile" in steps and self.real is not None:
+                self.profile_real()
             if "seen" in steps:
                 self.seen()
         except BenchError as exc:
@@ -598,9 +695,22 @@ class Bench:
         results_file = f"bench/results/{self.cfg.name}.json"
         target.write_text(report.render(self.results, results_file=results_file))
         self.log(f"report: {target}; raw numbers: {results_file}")
-        for line in report.headline(self.results):
+        for line in [*report.headline(self.results), *report.real_headline(self.results)]:
             print(line)
         return 0
+
+
+@dataclass(slots=True)
+class Target:
+    """What the crawlers are run on next: seeds, the expected fetches and the rules."""
+
+    seeds: list[str] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)
+    delay: float = 0.25
+    max_depth: int = 16
+    env: dict[str, str] = field(default_factory=dict)
+    same_host: bool = False
+    """Links are followed on the seeds' hosts only (both tools)."""
 
 
 def _answers(address: str) -> bool:
@@ -633,20 +743,21 @@ def render_only(cfg: Config) -> int:
 
     path = Path(cfg.render)
     results = json.loads(path.read_text())
-    prof = results.get("profile")
-    if prof and prof.get("raw_file") and (REPO / prof["raw_file"]).exists():
-        keep = {k: prof[k] for k in ("pages", "wall_seconds", "process_cpu_seconds",
-                                     "raw_file") if k in prof}
-        prof = summarize_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
-        prof.update(keep)
-        results["profile"] = prof
-        write_json(path, results)
+    for holder in (results, results.get("real") or {}):
+        prof = holder.get("profile")
+        if prof and prof.get("raw_file") and (REPO / prof["raw_file"]).exists():
+            keep = {k: prof[k] for k in ("pages", "wall_seconds", "process_cpu_seconds",
+                                         "raw_file") if k in prof}
+            prof = summarize_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
+            prof.update(keep)
+            holder["profile"] = prof
+    write_json(path, results)
     name = path.stem
     target = (Path(cfg.report_path) if cfg.report_path
               else REPORT if name in ("default", "full") else VAR / f"report-{name}.md")
     target.write_text(report.render(results, results_file=f"bench/results/{path.name}"))
     print(f"report: {target}", file=sys.stderr)
-    for line in report.headline(results):
+    for line in [*report.headline(results), *report.real_headline(results)]:
         print(line)
     return 0
 

@@ -233,7 +233,7 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
       f"{_f(results.get('wall_seconds', 0) / 60, 0)} minutes in all.\n")
 
     w("## Headline\n")
-    for line in headline(results):
+    for line in [*headline(results), *real_headline(results)]:
         w(f"- {line}")
     w("")
     w("## Goals\n")
@@ -533,6 +533,8 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
         w("## Profile\n")
         w(f"The profiler failed: `{prof['error'][-300:]}`\n")
 
+    out.extend(real_web_lines(results))
+
     # ---- what changed
     w("## What changed after the profile\n")
     w("Each step was measured with `python -m bench.profile_embedded` (100 hosts x 10 "
@@ -736,3 +738,161 @@ def cluster_cost_lines(results: dict[str, Any]) -> list[str]:
         w(f"| Scrapy's cost per page, for comparison | {_f(c['scrapy_ms'] * rate / 1000, 0)} |")
     w("")
     return lines
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def real_ratios(results: dict[str, Any]) -> dict[str, float | None]:
+    """Embedded against Scrapy on the real web: many hosts (pages/s over the whole run,
+    CPU per page) and, per one-host crawl, pages/s while crawling."""
+    real = results.get("real") or {}
+    many = (real.get("many_hosts") or {}).get("summary") or {}
+    out: dict[str, float | None] = {
+        "many_pages_per_second": _ratio(_median(many.get("embedded"), "pages_per_second"),
+                                        _median(many.get("scrapy"), "pages_per_second")),
+        "many_cpu_per_page": _ratio(
+            _median(many.get("embedded"), "cpu_seconds_per_1000_pages"),
+            _median(many.get("scrapy"), "cpu_seconds_per_1000_pages")),
+    }
+    for host, found in (real.get("one_host") or {}).items():
+        s = found.get("summary") or {}
+        out[f"one_host:{host}"] = _ratio(
+            _median(s.get("embedded"), "active_pages_per_second"),
+            _median(s.get("scrapy"), "active_pages_per_second"))
+    return out
+
+
+def real_headline(results: dict[str, Any]) -> list[str]:
+    if not results.get("real"):
+        return []
+    r = real_ratios(results)
+
+    def x(v: float | None) -> str:
+        return "–" if v is None else f"{v:.2f}x"
+
+    lines = [f"real web, every host at once: embedded / Scrapy pages per second "
+             f"{x(r['many_pages_per_second'])} (goal >= 3x), CPU per page "
+             f"{x(r['many_cpu_per_page'])} (goal <= 0.5x)"]
+    ones = [f"{k.split(':', 1)[1]} {x(v)}" for k, v in r.items() if k.startswith("one_host:")]
+    if ones:
+        lines.append("real web, one host at a time: embedded / Scrapy pages per second "
+                     "while crawling: " + ", ".join(ones) + " (goal >= 1.5x)")
+    return lines
+
+
+def _tool_rows(summary: dict[str, Any], active: bool = False) -> list[str]:
+    rows = []
+    for tool in ("embedded", "scrapy"):
+        s = summary.get(tool)
+        if not s:
+            continue
+        rows.append(
+            f"| {tool} | {s['completed']}/{s['runs']} | "
+            f"{_spread(s, 'pages_per_second')} | "
+            + (f"{_spread(s, 'active_pages_per_second')} | " if active else "")
+            + f"{_spread(s, 'cpu_seconds_per_1000_pages', 1.0, 2)} | "
+            f"{_spread(s, 'max_rss_bytes', MiB, 0)} | {_spread(s, 'pages', 1.0, 0)} | "
+            f"{_spread(s, 'missing', 1.0, 0)} / {_spread(s, 'extra', 1.0, 0)} / "
+            f"{_spread(s, 'refetched', 1.0, 0)} |")
+    return rows
+
+
+def real_web_lines(results: dict[str, Any]) -> list[str]:
+    """The real-HTML web: its sites, both shapes, and the profile on its pages."""
+    real = results.get("real") or {}
+    if not real:
+        return []
+    out: list[str] = []
+    w = out.append
+    web = real.get("web") or {}
+    w("## The real-HTML web\n")
+    w(f"**{web.get('hosts')} sites** from Debian's documentation packages "
+      "(`bench/realweb.py`), each a host of its own served by the same nginx, with a "
+      "robots.txt that disallows a part of the site that exists. Seeds are the start "
+      "pages. The expected fetches come from a static walk over the files by the "
+      "crawler's own link extraction, canonical form, robots.txt parser and trap rules "
+      "(links kept to the page's host; both crawlers are limited to the seeds' hosts). "
+      f"In all: **{_f(web.get('expected_fetches'), 0)} expected fetches**, "
+      f"{_f(web.get('pages'), 0)} HTML pages of {_f(web.get('mean_page_bytes', 0) / 1024, 0)} "
+      f"KiB on average with {web.get('links_per_page')} links each, "
+      f"{_f(web.get('not_found'), 0)} links to files that are not there (404), "
+      f"{_f(web.get('other_files'), 0)} links to files that are not pages, "
+      f"{_f(web.get('robots_blocked'), 0)} URLs disallowed by robots.txt, "
+      f"{_f(web.get('duplicates'), 0)} pages byte-identical to one fetched before (fetched, "
+      "their links not followed: the crawler's exact-duplicate rule). Scrapy has no such "
+      "rule and follows those links (its *extra*), and skips links whose extension names "
+      "an image or archive (its *missing*).\n")
+    w("| host | package (version) | start | disallowed | expected | HTML pages | 404 |")
+    w("|---|---|---|---|---|---|---|")
+    for host, site in (web.get("sites") or {}).items():
+        w(f"| {host} | {site['package']} ({site.get('version')}) | {site['start']} | "
+          f"{', '.join(site['disallow'])} | {site['expected']:,} | {site['html_pages']:,} | "
+          f"{site['not_found']:,} |")
+    w("")
+    w("Both shapes run with **no delay and one request in flight per host** "
+      "(`CRAWLER_POLITENESS_DEFAULT_DELAY=0`, `CRAWLER_POLITENESS_RESPONSE_TIME_FACTOR=0`; "
+      "Scrapy `DOWNLOAD_DELAY=0`, `CONCURRENT_REQUESTS_PER_DOMAIN=1`), so each tool sets "
+      "its own pace; robots.txt obeyed; links kept to the seeds' hosts "
+      "(`CRAWLER_SCOPE_MODE=seed-hosts`; Scrapy `allowed_domains`). Figures are medians "
+      "(min–max) of the runs, the tools alternating.\n")
+    many = real.get("many_hosts") or {}
+    if many.get("summary"):
+        w("### Every host at once (throughput)\n")
+        w("All sites crawled together, full depth. With one request in flight per host the "
+          "end of the run is the largest sites alone, so this mixes throughput with the "
+          "per-page latency of those sites.\n")
+        w("| tool | runs ok | pages/s | pages/s while crawling | CPU s per 1000 pages | "
+          "peak memory MiB | pages | missing / extra / twice |")
+        w("|---|---|---|---|---|---|---|---|")
+        out.extend(_tool_rows(many["summary"], active=True))
+        w("")
+    one = real.get("one_host") or {}
+    if one:
+        w("### One host at a time (per-page latency)\n")
+        w("One site alone, breadth-first to the depth limit: one request in flight and no "
+          "delay, so the pace is the time a page takes through each tool. *Pages/s while "
+          "crawling* runs from the first request to the last response at the server "
+          "(start-up and shut-down left out); *pages/s* is over the whole process.\n")
+        for host, found in one.items():
+            w(f"**{host}** (depth {found.get('depth')}, "
+              f"{_f(found.get('expected_fetches'), 0)} expected fetches)\n")
+            w("| tool | runs ok | pages/s | pages/s while crawling | CPU s per 1000 pages | "
+              "peak memory MiB | pages | missing / extra / twice |")
+            w("|---|---|---|---|---|---|---|---|")
+            out.extend(_tool_rows(found.get("summary") or {}, active=True))
+            w("")
+    prof = real.get("profile")
+    if prof and not prof.get("error"):
+        pages = prof.get("pages") or 1
+        w("### Profile on the real pages\n")
+        w(f"An embedded crawl of {prof.get('pages'):,} pages of the real web under py-spy "
+          f"({prof.get('rate_hz')} Hz, every thread and process): "
+          f"{_f(prof.get('cpu_seconds'))} CPU seconds sampled busy, "
+          f"{_f(1000 * prof.get('cpu_seconds', 0) / pages)} CPU ms per page. Steps are "
+          "inclusive (a sample counts for every step on its stack), so they overlap: link "
+          "extraction includes resolving hrefs, WARC records include their compression.\n")
+        many = ((real.get("many_hosts") or {}).get("summary") or {}).get("embedded")
+        measured = _median(many, "cpu_seconds_per_1000_pages")
+        w("py-spy counts a thread that is ready to run as busy, so on a loaded machine the "
+          "sampled CPU exceeds what the kernel measured; the last column scales each share "
+          "to the CPU per page of the unprofiled runs above"
+          + (f" ({_f(measured, 1)} ms)" if measured else " (not measured in this run)")
+          + ".\n")
+        w("| step | sampled CPU ms per page | share of busy samples | ms per page at the "
+          "measured CPU |\n|---|---|---|---|")
+        for row in prof.get("steps") or []:
+            scaled = _f(row["share"] * measured, 2) if measured else "–"
+            w(f"| {row['name']} | {_f(1000 * row['cpu_seconds'] / pages, 2)} | "
+              f"{100 * row['share']:.1f}% | {scaled} |")
+        w("")
+        w("| component (first match from the leaf) | share |\n|---|---|")
+        for row in (prof.get("components") or [])[:10]:
+            w(f"| {row['name']} | {100 * row['share']:.1f}% |")
+        w("")
+        w("| hottest functions (leaf) | share |\n|---|---|")
+        for row in (prof.get("hot_functions") or [])[:10]:
+            w(f"| `{row['name']}` | {100 * row['share']:.1f}% |")
+        w("")
+    return out

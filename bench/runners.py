@@ -75,6 +75,9 @@ class RunResult:
     p01_gap_seconds: float | None
     median_gap_seconds: float | None
     max_host_concurrency: int
+    active_seconds: float | None
+    """From the first request's start to the last response's end, at the server: the
+    crawl without start-up and shut-down."""
     server_cpu_seconds: float
     infra_cpu_seconds: float | None
     loadavg_before: list[float]
@@ -98,8 +101,13 @@ class RunResult:
     def cpu_per_1000_pages(self) -> float:
         return 1000 * self.cpu_seconds / self.pages if self.pages else float("nan")
 
+    @property
+    def active_pages_per_second(self) -> float | None:
+        return self.pages / self.active_seconds if self.active_seconds else None
+
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__slots__}
+        d["active_pages_per_second"] = self.active_pages_per_second
         d["cpu_seconds"] = self.cpu_seconds
         d["pages_per_second"] = self.pages_per_second
         d["cpu_seconds_per_1000_pages"] = self.cpu_per_1000_pages
@@ -193,7 +201,10 @@ def analyse_log(lines: Sequence[LogLine], port: int, expected: set[str]) -> dict
             cur += delta
             max_conc = max(max_conc, cur)
     gaps.sort()
+    active = (max(x.time for x in lines) - min(x.time - x.request_time for x in lines)
+              if lines else None)
     return {
+        "active_seconds": active,
         "pages": len(pages), "unique_pages": len(fetched), "robots_requests": robots,
         "missing": len(missing), "extra": len(extra),
         "refetched": len(pages) - len(fetched), "statuses": dict(statuses),
@@ -285,7 +296,8 @@ def summarize(results: Sequence[RunResult]) -> dict[str, Any]:
     (exit code 0, not timed out); failed runs are counted, and listed in the runs."""
     keys = ["pages_per_second", "cpu_seconds_per_1000_pages", "max_rss_bytes",
             "bytes_written", "wall_seconds", "pages", "missing", "extra", "refetched",
-            "cpu_seconds", "min_gap_seconds", "server_cpu_seconds"]
+            "cpu_seconds", "min_gap_seconds", "server_cpu_seconds", "active_seconds",
+            "active_pages_per_second"]
     completed = [r for r in results if r.exit_code == 0 and not r.timed_out]
     out: dict[str, Any] = {"runs": len(results), "completed": len(completed),
                            "failed": len(results) - len(completed)}

@@ -37,8 +37,26 @@ events {{
 }}
 http {{
     types {{
-        text/html html;
+        text/html html htm;
+        application/xhtml+xml xhtml;
         text/plain txt;
+        text/css css;
+        application/javascript js;
+        image/png png;
+        image/gif gif;
+        image/jpeg jpg jpeg;
+        image/svg+xml svg;
+        image/x-icon ico;
+        application/pdf pdf;
+        application/gzip gz tgz;
+        application/zip zip;
+        application/epub+zip epub;
+        application/json json;
+        application/xml xml;
+        font/woff woff;
+        font/woff2 woff2;
+        font/ttf ttf;
+        application/octet-stream eot inv bz2 xz tar py c h sh rst;
     }}
     default_type text/html;
     charset utf-8;

@@ -150,6 +150,9 @@ class FetcherMetrics:
             self.downloaded_bytes.inc(nbytes)
 
 
+DISPATCH_KINDS = ("new", "refresh")
+
+
 class FrontierMetrics:
     """Frontier: queue depth, hosts, politeness waits, retries and URL verdicts."""
 
@@ -200,6 +203,21 @@ class FrontierMetrics:
             "crawler_frontier_seen_filter_skips_total",
             "Offered URLs dropped because the seen filter already knew them.",
             registry=registry)
+        self.dispatched = Counter(
+            "crawler_frontier_fetch_tasks_total",
+            "Fetch tasks sent to the fetchers, by kind: new (a page never stored) or "
+            "refresh (a stored page fetched again).", ["kind"], registry=registry)
+        self.refreshes_queued = Counter(
+            "crawler_frontier_refreshes_queued_total",
+            "Stored pages queued again because their refresh time came (or their "
+            "sitemap said they changed).", registry=registry)
+        self.refresh_due = Gauge(
+            "crawler_frontier_refresh_due_urls",
+            "Stored pages of this frontier's hosts by when their next refresh is due "
+            "(now, next_hour, next_day, next_week, later, never), as of the last look "
+            "for due refreshes.", ["due"], registry=registry)
+        for kind in DISPATCH_KINDS:
+            self.dispatched.labels(kind)
         for outcome in FetchOutcome:  # a dashboard shows 0 retries, not "no data"
             self.retries.labels(outcome.value)
         for reason in Reason:  # and 0 rejections, even when a crawl ends within a scrape

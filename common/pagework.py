@@ -217,7 +217,9 @@ def worker_main(fd: int) -> int:
         return 0
     settings, root, writer, cdx_name, keep_recent, preload = setup
     for module in preload:  # the jobs' modules, so a first job does not pay the import
-        importlib.import_module(module)
+        warm_up = getattr(importlib.import_module(module), "warm_up", None)
+        if callable(warm_up):  # and what they load on first use (a model, say)
+            warm_up()
     blobs = make_blobs(settings, f"{writer}-p{os.getpid()}", root=root)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent, cdx_name=cdx_name)
     context = WorkContext(settings, blobs, archive, keep_recent=keep_recent)
@@ -270,7 +272,8 @@ class ProcessPageWork:
     """Jobs in ``processes`` worker processes per lane, each with a blob store in
     ``root``; a job running longer than ``job_timeout`` seconds (default: the setting;
     0: no limit) is abandoned and its worker killed and replaced. Each worker imports
-    the modules named in ``preload`` (those of the jobs) before it takes jobs."""
+    the modules named in ``preload`` (those of the jobs) and calls their ``warm_up()``,
+    where they have one, before it takes jobs."""
 
     def __init__(self, settings: Settings, *, processes: int, root: str, writer: str,
                  cdx_name: str, lanes: tuple[str, ...] = (DEFAULT_LANE,),

@@ -63,6 +63,7 @@ class HostState(msgspec.Struct, kw_only=True):
     lease_until: float = 0.0  # a dispatched request may run until then (owner handover)
     last_response_time: float = 0.0
     capped: bool = False  # the host reached its page cap
+    refreshes: int = 0  # of page_count: fetches of pages already stored (refreshes)
 
 
 class ScopeRules(msgspec.Struct, frozen=True, kw_only=True):

@@ -60,9 +60,20 @@ class CrawlSettings:
     out_dir: str = _f("crawl-out", "Folder for state, WARC files, text and page records "
                       "in embedded mode.")
     seed_priority: int = _f(0, "Priority level of seed URLs (0 is the highest).", minimum=0)
-    priority_levels: int = _f(3, "Number of priority front queues.", minimum=1, maximum=100)
-    recrawl_interval: float = _f(0.0, "Seconds after which a fetched page is due again "
-                                 "(0: never refresh).", minimum=0)
+    priority_levels: int = _f(4, "Number of priority front queues (seeds and sitemap "
+                              "files 0, links 1, sitemap-listed URLs 2, refreshes 3 by "
+                              "default; a level past the last is capped at the last).",
+                              minimum=1, maximum=100)
+    recrawl_interval: float = _f(0.0, "Seconds after which a fetched page is due again for "
+                                 "the first time; later intervals adapt to how often the "
+                                 "page changes (see CRAWLER_REFRESH_*) (0: never refresh).",
+                                 minimum=0)
+    clock_offset_file: str = _f("", "For tests and simulations: a file holding a number of "
+                                "seconds added to the wall clock of every time the crawler "
+                                "reads (scheduling, fetch times, politeness, robots.txt "
+                                "expiry), re-read when it changes, so a crawl can be moved "
+                                "through days without waiting. Only ever move it forward. "
+                                "Empty: the wall clock.")
     control_interval: float = _f(2.0, "Seconds between a cluster frontier's reads of the "
                                  "operator's switches (pause, blocked paths, scope).",
                                  minimum=0.1)
@@ -185,6 +196,29 @@ class FetcherSettings:
                             "itself, and sends the verdict with the fetch result (no "
                             "parser or dedup service needed, two topics fewer per page); "
                             "false: separate parser and dedup services do it.")
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshSettings:
+    adaptive: bool = _f(True, "Adapt each stored page's revisit interval: halved after a "
+                        "fetch that found the content changed (another content hash), "
+                        "doubled after one that found it unchanged (same hash, or a 304), "
+                        "within min_interval and max_interval; false: every page keeps "
+                        "CRAWLER_CRAWL_RECRAWL_INTERVAL.")
+    min_interval: float = _f(3600.0, "Least revisit interval in seconds (a starting "
+                             "interval shorter than this is the least instead).", minimum=0)
+    max_interval: float = _f(7_776_000.0, "Most revisit interval in seconds (90 days).",
+                             minimum=0)
+    share: float = _f(0.25, "Share of the fetches that refreshes of stored pages may take "
+                      "while pages never fetched are also waiting for a free fetch slot; "
+                      "when only one kind waits it takes every slot.", minimum=0.0,
+                      maximum=0.9)
+    priority: int = _f(3, "Priority level of refreshes (capped at the lowest level, "
+                       "CRAWLER_CRAWL_PRIORITY_LEVELS - 1).", minimum=0, maximum=99)
+    check_interval: float = _f(60.0, "Seconds of the crawl's clock between a running "
+                               "frontier's looks for stored pages whose refresh is due "
+                               "(they are also looked for at start and on taking over "
+                               "hosts).", minimum=0.01)
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,6 +395,7 @@ class Settings:
     scope: ScopeSettings = field(default_factory=ScopeSettings)
     fetcher: FetcherSettings = field(default_factory=FetcherSettings)
     sitemaps: SitemapSettings = field(default_factory=SitemapSettings)
+    refresh: RefreshSettings = field(default_factory=RefreshSettings)
     urls: UrlSettings = field(default_factory=UrlSettings)
     dedup: DedupSettings = field(default_factory=DedupSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -421,6 +456,9 @@ class Settings:
         if self.crawl.seed_priority >= self.crawl.priority_levels:
             raise SettingsError("CRAWLER_CRAWL_SEED_PRIORITY: must be below "
                                 "CRAWLER_CRAWL_PRIORITY_LEVELS")
+        if self.refresh.min_interval > self.refresh.max_interval:
+            raise SettingsError("CRAWLER_REFRESH_MIN_INTERVAL: must not exceed "
+                                "CRAWLER_REFRESH_MAX_INTERVAL")
         if self.fetcher.dns_min_ttl > self.fetcher.dns_max_ttl:
             raise SettingsError("CRAWLER_FETCHER_DNS_MIN_TTL: must not exceed "
                                 "CRAWLER_FETCHER_DNS_MAX_TTL")

@@ -56,6 +56,7 @@ from aiohttp import web
 
 from common import urls
 from common.adapters.handling import dependency_down, describe
+from common.clock import wall_clock
 from common.httplog import server_logger
 from common.messages import HostControl, Topic
 from common.metrics import Metrics
@@ -400,7 +401,9 @@ class ControlApi:
         return _json({"accepted": sent, "hosts": len(batch.by_host)}, 202)
 
     async def stats(self, request: web.Request) -> web.Response:
-        figures = await (self._stats() if self._stats is not None else collect(self.store))
+        figures = await (self._stats() if self._stats is not None else collect(
+            self.store, recrawl_interval=self.settings.crawl.recrawl_interval,
+            now=wall_clock(self.settings)()))
         return _json(figures)
 
     async def get_host(self, request: web.Request) -> web.Response:

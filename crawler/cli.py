@@ -1,6 +1,8 @@
 """The ``crawler`` command.
 
     crawler crawl URL... [--max-pages N] [--out DIR]   embedded crawl (resumable)
+    crawler crawl URL... --recrawl-interval S --continuous
+                                                       ... kept fresh until interrupted
     crawler demo                                       crawl the simulated web's seed scenario
     crawler stats [--out DIR] [--api URL]              figures of a crawl (folder or cluster)
     crawler seed URL... [--priority N] [--api URL]     put seed URLs into a running crawl
@@ -56,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="fixed DNS answer host:port:address")
     c.add_argument("--dns", action="append", default=[], help="DNS server ip[:port]")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
+    c.add_argument("--recrawl-interval", type=float, default=None, metavar="SECONDS",
+                   help="refresh stored pages, first this many seconds after their fetch, "
+                        "then as often as they change (CRAWLER_CRAWL_RECRAWL_INTERVAL)")
+    c.add_argument("--continuous", action="store_true",
+                   help="keep running and refreshing stored pages when nothing is due "
+                        "now, until interrupted (Ctrl-C; run again to resume); needs a "
+                        "recrawl interval")
     c.add_argument("--scope", choices=("any", "seed-hosts", "seed-domains"), default=None,
                    help="hosts links may lead to: any (default), the seeds' hosts, or "
                         "hosts under the seeds' registered domains")
@@ -78,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("stats", help="print the figures of a crawl folder")
     s.add_argument("--out", default=None)
+    s.add_argument("--recrawl-interval", type=float, default=None, metavar="SECONDS",
+                   help="the crawl's recrawl interval: also show when its stored pages "
+                        "are due for a refresh (CRAWLER_CRAWL_RECRAWL_INTERVAL)")
     _api_options(s)
 
     sd = sub.add_parser("seed", help="put seed URLs into a running cluster (through the bus)")
@@ -171,6 +183,8 @@ def _with_options(s: Settings, args: argparse.Namespace) -> Settings:
         crawl["out_dir"] = args.out
     if getattr(args, "max_pages", None) is not None:
         crawl["max_pages"] = args.max_pages
+    if getattr(args, "recrawl_interval", None) is not None:
+        crawl["recrawl_interval"] = args.recrawl_interval
     if getattr(args, "delay", None) is not None:
         pol["default_delay"] = args.delay
     if getattr(args, "max_pages_per_host", None) is not None:
@@ -205,6 +219,8 @@ def format_stats(stats: CrawlStats) -> str:
     process that ran the frontier, so ``crawler stats`` has none."""
     rows: list[tuple[str, int | None]] = [
         ("fetched", stats.fetched),
+        ("  new pages", stats.fetched_new),
+        ("  refreshes", stats.refreshed),
         ("pages kept", stats.kept),
         ("exact duplicates", stats.exact_duplicates),
         ("near duplicates", stats.near_duplicates),
@@ -224,6 +240,9 @@ def format_stats(stats: CrawlStats) -> str:
         ("hosts", stats.hosts),
     ]
     rows += [(f"errors: {k}", v) for k, v in sorted(stats.errors.items())]
+    if stats.refresh_due is not None:
+        rows.append(("refresh due:", None))
+        rows += [(f"  {k.replace('_', ' ')}", v) for k, v in stats.refresh_due.items()]
     width = max(LABEL_WIDTH, *(len(k) for k, _ in rows)) + 2 + 8
     if stats.seen_filter_skipped is not None or stats.invalid_links is not None:
         rows.append(("this run:", None))
@@ -270,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = not args.no_progress
     try:
         if args.command == "crawl":
-            return _cmd_crawl(settings, args.urls, progress=progress)
+            return _cmd_crawl(settings, args.urls, progress=progress,
+                              continuous=args.continuous)
         if args.command == "demo":
             problem = _out_problem(settings) if args.out else None
             if problem:
@@ -314,15 +334,19 @@ def _out_problem(settings: Settings) -> str | None:
     return None
 
 
-def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool) -> int:
+def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool,
+               continuous: bool = False) -> int:
     """``crawler crawl``: check everything that can be checked without creating or
-    sending anything, then crawl."""
+    sending anything, then crawl (with ``continuous``, until interrupted)."""
     from common import urls
     from frontier.seeds import seed_batch
 
     problem = _out_problem(settings)
     if problem:
         return _fail(problem, 2)
+    if continuous and settings.crawl.recrawl_interval <= 0:
+        return _fail("--continuous refreshes stored pages: give --recrawl-interval "
+                     "(or CRAWLER_CRAWL_RECRAWL_INTERVAL) above 0", 2)
     if settings.render.enabled:
         from render.browser import render_problem
 
@@ -348,7 +372,8 @@ def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool) -> i
     if not seeds and not state_path(settings).exists():
         return _fail(f"no seed URLs, and no crawl to resume in {settings.crawl.out_dir} "
                      f"(no {state_path(settings)})", 2)
-    run = asyncio.run(embedded.run_crawl(settings, usable, progress=progress))
+    run = asyncio.run(embedded.run_crawl(settings, usable, progress=progress,
+                                         continuous=continuous))
     print(format_stats(run.stats))
     if run.no_seed_crawled:
         return _fail(("the seed URL" if len(run.seeds) == 1 else

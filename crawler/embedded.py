@@ -33,6 +33,7 @@ from common.adapters.memory_bus import MemoryBus
 from common.adapters.metered import MeteredStateStore
 from common.adapters.sqlite_store import SqliteStateStore
 from common.archive import ArchiveWriter
+from common.clock import wall_clock
 from common.messages import DeadLetter, FetchOutcome, FetchResult, PageRecord, Topic, encode
 from common.metrics import HealthServer, Metrics, serve_health
 from common.pagework import (
@@ -108,7 +109,8 @@ class Progress:
         elapsed = max(1e-6, self.clock() - self.started)
         rate = max(0, stats.fetched - self.baseline) / elapsed
         errors = sum(stats.errors.values())
-        return (f"pages {stats.fetched:>7}  {rate:6.1f}/s  queued {stats.queued:>7}  "
+        refreshed = f"  refreshed {stats.refreshed:>6}" if stats.refreshed else ""
+        return (f"pages {stats.fetched:>7}{refreshed}  {rate:6.1f}/s  queued {stats.queued:>7}  "
                 f"in flight {stats.in_flight:>4}  errors {errors:>5}  {elapsed:6.1f}s")
 
     def report(self, stats: CrawlStats, *, final: bool = False) -> None:
@@ -159,12 +161,15 @@ class EmbeddedCrawler:
             self.work = ThreadPageWork(WorkContext(settings, self.blobs, self.archive,
                                                    keep_recent=KEEP_RECENT))
         self.bus = MemoryBus(settings.bus, partitions=1, metrics=self.metrics.bus)
-        self.http = HttpFetcher(settings)
-        self.robots = RobotsCache(self.store, self.http, settings)
-        self.frontier = Frontier(settings, self.bus, self.store, metrics=self.metrics)
+        # one clock for every stage (common.clock): the wall clock unless a test moves it
+        self.clock = wall_clock(settings)
+        self.http = HttpFetcher(settings, wall_clock=self.clock)
+        self.robots = RobotsCache(self.store, self.http, settings, clock=self.clock)
+        self.frontier = Frontier(settings, self.bus, self.store, metrics=self.metrics,
+                                 clock=self.clock)
         self.fetcher = FetcherStage(settings, self.bus, self.store, self.blobs, self.archive,
                                     self.http, self.robots, metrics=self.metrics,
-                                    work=self.work.lane("write"))
+                                    work=self.work.lane("write"), clock=self.clock)
         # pages the render rules choose are loaded in headless Chromium, whose every
         # request goes through this crawler's SSRF guard, robots.txt and host gate
         self.renderer: ChromiumRenderer | None = None
@@ -260,22 +265,26 @@ class EmbeddedCrawler:
     def done(self) -> bool:
         return self.bus.pending() == 0 and self.frontier.idle()
 
-    async def wait(self, *, progress: Progress | None = None, poll: float = 0.1) -> None:
+    async def wait(self, *, progress: Progress | None = None, poll: float = 0.1,
+                   continuous: bool = False) -> None:
         """Until the crawl has nothing left (checked twice, ``poll`` apart); with
-        ``progress``, a progress line whenever one falls due."""
+        ``progress``, a progress line whenever one falls due. With ``continuous``, until
+        cancelled: a crawl with nothing due now waits for its next refresh."""
         quiet = 0
-        while quiet < 2:
+        while quiet < 2 or continuous:
             await asyncio.sleep(poll)
             for t in self._tasks:
                 if t.done() and not t.cancelled() and t.exception() is not None:
                     raise RuntimeError(f"stage task {t.get_name()} failed") from t.exception()
             quiet = quiet + 1 if self.done() else 0
-            if progress is not None and quiet < 2 and progress.due():
+            if progress is not None and (quiet < 2 or continuous) and progress.due():
                 progress.report(await self.stats())
 
     async def stats(self) -> CrawlStats:
         return await collect(self.store, seen_skipped=self.frontier.counters.seen_skipped,
-                             invalid=self.frontier.counters.invalid)
+                             invalid=self.frontier.counters.invalid,
+                             recrawl_interval=self.settings.crawl.recrawl_interval,
+                             now=self.clock())
 
     async def close(self) -> None:
         if self.health is not None:
@@ -315,12 +324,14 @@ class CrawlRun:
 
 async def run_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool = False,
                     stream: TextIO | None = None, tty: bool | None = None,
-                    progress_interval: float | None = None) -> CrawlRun:
+                    progress_interval: float | None = None,
+                    continuous: bool = False) -> CrawlRun:
     """Crawl from ``seeds`` (or resume the crawl in the output folder) to the end.
 
     With ``progress``, progress lines go to ``stream`` (default: stderr; see
     :class:`Progress`). A seed the SSRF guard refuses is reported on ``stream`` at
-    once, with the setting that would allow it."""
+    once, with the setting that would allow it. With ``continuous`` the crawl does not
+    end when nothing is due now: it waits for the next refresh, until cancelled."""
     out = sys.stderr if stream is None else stream
     meter = Progress(out, tty=tty, interval=progress_interval) if progress else None
     crawler = EmbeddedCrawler(settings)
@@ -341,7 +352,7 @@ async def run_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool 
             meter.start((await crawler.stats()).fetched)
         if seeds:
             await crawler.frontier.seed(seeds)
-        await crawler.wait(progress=meter)
+        await crawler.wait(progress=meter, continuous=continuous)
         stats = await crawler.stats()
         if meter is not None:
             meter.report(stats, final=True)
@@ -398,7 +409,8 @@ async def read_stats(settings: Settings) -> CrawlStats:
     store = make_store(settings)
     await store.open()
     try:
-        return await collect(store)
+        return await collect(store, recrawl_interval=settings.crawl.recrawl_interval,
+                             now=wall_clock(settings)())
     finally:
         await store.close()
 

@@ -63,6 +63,7 @@ from aiohttp.tracing import Trace
 
 from common import urls
 from common.archive import Truncation
+from common.clock import wall_clock as crawl_clock
 from common.messages import FetchOutcome
 from common.settings import Settings
 from fetcher.dns import CheckedResolver, DnsError, Resolver
@@ -328,7 +329,7 @@ class HttpFetcher:
     """
 
     def __init__(self, settings: Settings, *, resolver: Resolver | None = None,
-                 guard: Guard | None = None, wall_clock: Clock = time.time,
+                 guard: Guard | None = None, wall_clock: Clock | None = None,
                  monotonic: Clock = time.monotonic, verify_tls: bool = True) -> None:
         self.settings = settings
         fs = settings.fetcher
@@ -336,7 +337,7 @@ class HttpFetcher:
         self._own_resolver = resolver is None
         self.resolver = resolver if resolver is not None else Resolver.from_settings(fs)
         self.checked = CheckedResolver(self.resolver, self.guard)
-        self._wall = wall_clock
+        self._wall = wall_clock if wall_clock is not None else crawl_clock(settings)
         self._mono = monotonic
         self._verify_tls = verify_tls
         self._session: aiohttp.ClientSession | None = None

@@ -23,7 +23,6 @@ Times are wall-clock seconds (records are shared between processes).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Protocol
 
 from common import urls
 from common.adapters.handling import while_down
+from common.clock import wall_clock
 from common.messages import FetchOutcome
 from common.ports import RobotsRecord, StateStore
 from common.robots import RobotsAnswer, RobotsBasis, decide_from_status
@@ -103,11 +103,11 @@ class RobotsCache:
     """robots.txt answers per origin: memory, then store, then a fetch."""
 
     def __init__(self, store: StateStore, fetcher: RobotsFetcher, settings: Settings, *,
-                 clock: Clock = time.time, max_entries: int = 10_000) -> None:
+                 clock: Clock | None = None, max_entries: int = 10_000) -> None:
         self._store = store
         self._fetcher = fetcher
         self._settings = settings
-        self._clock = clock
+        self._clock = clock if clock is not None else wall_clock(settings)
         self._max_entries = max_entries
         self._ttl = settings.fetcher.robots_cache_ttl
         self._error_ttl = settings.fetcher.robots_error_retry

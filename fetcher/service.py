@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from common.archive import (
     payload_digest,
     read_response,
 )
+from common.clock import Clock, wall_clock
 from common.messages import (
     FetchOutcome,
     FetchResult,
@@ -96,8 +96,10 @@ class FetcherStage:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore,
                  archive: ArchiveWriter, http: HttpFetcher, robots: RobotsCache, *,
                  metrics: Metrics | None = None, work: PageWork | None = None,
-                 judge: PageJudge | None = None) -> None:
+                 judge: PageJudge | None = None, clock: Clock | None = None) -> None:
         self.settings = settings
+        # the crawl's clock (see common.clock), as the frontier's and the fetcher's
+        self.clock = clock if clock is not None else wall_clock(settings)
         self.judge = judge
         self.bus = bus
         self.store = store
@@ -107,7 +109,7 @@ class FetcherStage:
         self.robots = robots
         # where WARC exchanges are written: worker threads here, or worker processes
         self.work: PageWork = work or ThreadPageWork(WorkContext(settings, blobs, archive))
-        self.gate = HostGate()
+        self.gate = HostGate(clock=self.clock)
         self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.counters = FetcherCounters()
         # the results of the most recent tasks, by task id, for tasks delivered again
@@ -177,12 +179,12 @@ class FetcherStage:
             except BaseException:
                 # a request may have reached the host before the failure: the task is
                 # tried again only after the host's full gap
-                self.gate.done(task.host, time.time(), task.delay)
+                self.gate.done(task.host, self.clock(), task.delay)
                 raise
             self.metrics.fetcher.record_fetch(result.status or None, result.outcome,
                                               nbytes=result.body_bytes, seconds=result.elapsed)
             if result.robots_fetched or result.outcome not in NO_REQUEST:
-                self.gate.done(task.host, result.fetched_at or time.time(),
+                self.gate.done(task.host, result.fetched_at or self.clock(),
                                max(task.delay, result.robots_crawl_delay or 0.0))
         if (self.judge is not None and result.outcome is FetchOutcome.OK
                 and result.record is not None):

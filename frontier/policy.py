@@ -6,6 +6,11 @@
 - :func:`apply_result`: what a fetch result does to a URL's row and its host's row.
 - :func:`refresh_at`, :func:`refreshed`: when a stored page is due again, and its row
   queued for that refresh.
+- :func:`next_revisit_interval`: the adaptive revisit interval (halved when a page
+  changed, doubled when it did not, within bounds).
+- :func:`take_refresh`: the refresh budget, whether the next fetch slot goes to a
+  refresh or to a page never fetched when both wait.
+- :func:`due_buckets`: how many stored pages are due when (stats).
 - :func:`sitemap_reason`, :func:`listed_change`: a sitemap nested too deep, and what a
   sitemap's lastmod says about a URL already stored.
 
@@ -35,6 +40,7 @@ from common.patterns import OperatorPattern, PatternError, compile_operator_patt
 from common.ports import HostState, UrlState
 from common.settings import (
     PolitenessSettings,
+    RefreshSettings,
     Settings,
     SettingsError,
     TrapSettings,
@@ -179,14 +185,18 @@ def refresh_at(row: UrlState, interval: float) -> float | None:
     """When the stored page of ``row`` is due to be fetched again, or None if never.
 
     Pages that were kept or found not modified (DONE with a record) are due
-    ``row.revisit_interval`` (else ``interval``) seconds after their last fetch; an
-    interval of 0 turns refresh off. Duplicates, redirects and rejections stay closed.
+    ``row.revisit_interval`` (the adaptive interval, see :func:`next_revisit_interval`;
+    else ``interval``) seconds after their last fetch; an ``interval``
+    (``crawl.recrawl_interval``) of 0 turns refresh off. Duplicates, redirects and
+    rejections stay closed.
 
     A page whose sitemap gave a lastmod no later than its last fetch is not due: the
     sitemap says it has not changed (when a sitemap read later gives a newer lastmod,
     :func:`listed_change` queues it). Sitemap files (reason ``sitemap``) are refreshed
     like pages.
     """
+    if interval <= 0:
+        return None
     every = row.revisit_interval or interval
     if (every <= 0 or row.status is not UrlStatus.DONE or row.record is None
             or row.last_fetch_at is None):
@@ -210,27 +220,95 @@ def sitemap_reason(link: Link, settings: Settings) -> Reason | None:
     return None
 
 
-def listed_change(row: UrlState, lastmod: float | None, now: float) -> UrlState | None:
+def listed_change(row: UrlState, lastmod: float | None, now: float,
+                  priority: int | None = None) -> UrlState | None:
     """A URL the store holds that a sitemap lists again with ``lastmod``: the row to
     write, or None when nothing changes. A stored page (DONE with a record, kept or
     not modified) changed since its copy was fetched (lastmod later than that fetch)
-    is queued for a refresh now; otherwise only the lastmod is recorded, so a page
-    that stays unchanged is not refetched."""
+    is queued for a refresh now (at ``priority``, the refresh level); otherwise only
+    the lastmod is recorded, so a page that stays unchanged is not refetched."""
     if lastmod is None or row.lastmod == lastmod:
         return None
     stored = (row.status is UrlStatus.DONE and row.record is not None
               and row.reason in (None, Reason.NOT_MODIFIED))
     if stored and row.last_fetch_at is not None and lastmod > row.last_fetch_at:
-        return msgspec.structs.replace(refreshed(row, now), lastmod=lastmod)
+        return msgspec.structs.replace(refreshed(row, now, priority), lastmod=lastmod)
     return msgspec.structs.replace(row, lastmod=lastmod)
 
 
-def refreshed(row: UrlState, now: float) -> UrlState:
-    """A copy of ``row`` queued for its refresh (a fresh retry budget). The validators
-    (ETag, Last-Modified) and the record of the stored copy stay, for a conditional GET
-    and a revisit record."""
+def refreshed(row: UrlState, now: float, priority: int | None = None) -> UrlState:
+    """A copy of ``row`` queued for its refresh (a fresh retry budget), at ``priority``
+    (the refresh level, see :func:`refresh_priority`) when given. The validators (ETag,
+    Last-Modified) and the record of the stored copy stay, for a conditional GET and a
+    revisit record."""
     return msgspec.structs.replace(row, status=UrlStatus.QUEUED, reason=None, detail=None,
-                                   attempts=0, next_fetch_at=now)
+                                   attempts=0, next_fetch_at=now,
+                                   priority=row.priority if priority is None else priority)
+
+
+def refresh_priority(settings: Settings) -> int:
+    """The priority level of refreshes: ``refresh.priority`` capped at the lowest level.
+
+    The levels, best first (0 is served first across hosts when fetch slots are short):
+    seeds and sitemap files (``crawl.seed_priority``, 0), links found on pages (1),
+    URLs a sitemap lists (``sitemaps.priority``, 2), refreshes (``refresh.priority``, 3).
+    Refreshes also have a share of the fetch slots of their own (:func:`take_refresh`),
+    so the lowest level does not starve them."""
+    return min(settings.crawl.priority_levels - 1, settings.refresh.priority)
+
+
+def is_refresh(row: UrlState) -> bool:
+    """True for a queued row whose page is already stored (a refresh, not a new page)."""
+    return row.record is not None
+
+
+def next_revisit_interval(previous: float | None, changed: bool, start: float,
+                          settings: RefreshSettings) -> float:
+    """The revisit interval after a fetch of a stored page (pure).
+
+    ``previous`` is the page's interval so far (None: ``start``, the first interval,
+    ``crawl.recrawl_interval``). Halved when the fetch found the content changed,
+    doubled when it found it unchanged (same content hash, or a 304); then held within
+    [least, most]: least is ``settings.min_interval`` or ``start`` if shorter, most is
+    ``settings.max_interval`` or ``start`` if longer. Not adaptive: always ``start``.
+    """
+    if not settings.adaptive:
+        return start
+    current = previous if previous is not None and previous > 0 else start
+    nxt = current / 2.0 if changed else current * 2.0
+    least = min(settings.min_interval, start)
+    most = max(settings.max_interval, start)
+    return min(most, max(least, nxt))
+
+
+def take_refresh(refreshes: int, total: int, share: float) -> bool:
+    """The refresh budget (pure): with both a refresh and a page never fetched waiting
+    for a free fetch slot, whether the slot goes to the refresh. ``refreshes`` of the
+    ``total`` slots given while both kinds waited went to refreshes; a refresh is taken
+    when that keeps their part at most ``share`` (so with share 0.25: new, new, new,
+    refresh, new, ...). When only one kind waits it takes the slot (not decided here)."""
+    return refreshes + 1 <= share * (total + 1) + 1e-9
+
+
+DUE_BUCKETS = (("now", 0.0), ("next_hour", 3600.0), ("next_day", 86_400.0),
+               ("next_week", 7 * 86_400.0))
+
+
+def due_buckets(times: Sequence[float | None], now: float) -> dict[str, int]:
+    """How many of the refresh times ``times`` (None: never) fall due: ``now`` (already
+    due), within the next hour, day, week, ``later``, and ``never`` (pure)."""
+    out = {name: 0 for name, _ in DUE_BUCKETS} | {"later": 0, "never": 0}
+    for at in times:
+        if at is None:
+            out["never"] += 1
+            continue
+        for name, within in DUE_BUCKETS:
+            if at <= now + within:
+                out[name] += 1
+                break
+        else:
+            out["later"] += 1
+    return out
 
 
 @dataclass(slots=True)
@@ -256,8 +334,11 @@ def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: 
     effect = ResultEffect(row=row, host=host, request_made=request_made)
 
     host.lease_until = 0.0  # the request this result answers is over
+    refresh = result.task.previous_record is not None  # of a page stored before
     if outcome not in NO_REQUEST_OUTCOMES:
         host.page_count += 1
+        if refresh:
+            host.refreshes += 1
     if result.robots_crawl_delay is not None:
         host.crawl_delay = result.robots_crawl_delay
     if request_made:
@@ -271,7 +352,14 @@ def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: 
     if result.status:
         row.http_status = result.status
 
+    start = settings.crawl.recrawl_interval
     if outcome is FetchOutcome.OK:
+        if start > 0:
+            row.revisit_interval = (
+                next_revisit_interval(row.revisit_interval,
+                                      result.content_hash != row.content_hash, start,
+                                      settings.refresh)
+                if refresh and row.record is not None else start)
         row.status = UrlStatus.FETCHED
         row.reason = None
         row.content_hash = result.content_hash
@@ -281,6 +369,9 @@ def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: 
         row.duplicate_of = result.duplicate_of
         row.detail = None
     elif outcome is FetchOutcome.NOT_MODIFIED:
+        if start > 0:
+            row.revisit_interval = next_revisit_interval(row.revisit_interval, False, start,
+                                                         settings.refresh)
         row.status = UrlStatus.DONE
         row.reason = Reason.NOT_MODIFIED
         if result.record is not None:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from common import urls
+from common.clock import wall_clock
 from common.messages import (
     Discovered,
     FetchOutcome,
@@ -71,13 +72,17 @@ from frontier.policy import (
     TrapRules,
     apply_host_control,
     apply_result,
+    due_buckets,
+    is_refresh,
     listed_change,
     path_blocked,
     politeness_delay,
     refresh_at,
+    refresh_priority,
     refreshed,
     sitemap_links,
     sitemap_reason,
+    take_refresh,
     trap_reason,
 )
 from frontier.scope import SeedRegistry
@@ -205,6 +210,12 @@ class HostSlot:
     wake_at: float | None = None  # time of its live timer-heap entry
     ready: bool = False  # in the ready heap, or its dispatch task has not begun yet
     due_since: float | None = None  # when it became ready, until its dispatch is over
+    refresh_next: bool = False  # refreshes were queued while its head was empty
+
+    def refreshing(self) -> bool:
+        """Whether the host's next URL is a refresh (its head's first row; with an empty
+        head, whether refreshes were queued for it since)."""
+        return is_refresh(self.head[0]) if self.head else self.refresh_next
 
     @property
     def in_flight(self) -> int:
@@ -224,18 +235,23 @@ class FrontierCounters:
     stale_results: int = 0  # duplicate deliveries of results already applied
     refetched: int = 0  # URLs handed out again after a crash or lost task
     refreshed: int = 0  # stored pages queued again for a refresh
+    dispatched_new: int = 0  # fetch tasks of pages never stored
+    dispatched_refresh: int = 0  # fetch tasks of stored pages (refreshes)
+    refresh_due: dict[str, int] = field(default_factory=dict)  # as of the last look
+    refresh_checks: int = 0  # looks for due refreshes while running, finished
 
 
 class Frontier:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, *,
-                 clock: Callable[[], float] = time.time,
+                 clock: Callable[[], float] | None = None,
                  embedded: bool = True,
                  seen_capacity: int = 1_000_000,
                  metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.store = store
-        self.clock = clock
+        # the crawl's clock (common.clock): the wall clock, or one a test moves
+        self.clock = clock if clock is not None else wall_clock(settings)
         self.embedded = embedded
         # Embedded: one process owns every host. Cluster: the hosts of the partitions
         # the bus assigned to this instance (see assign()).
@@ -258,7 +274,12 @@ class Frontier:
         self._slots: dict[str, HostSlot] = {}
         self._early: OrderedDict[tuple[str, str], StatusUpdate] = OrderedDict()
         self._timer: list[tuple[float, int, str]] = []
-        self._ready: list[tuple[int, int, str]] = []
+        self._ready: list[tuple[int, int, str]] = []  # hosts whose next URL is new
+        self._ready_refresh: list[tuple[int, int, str]] = []  # ... is a refresh
+        # slots given while both kinds waited, and how many of them to refreshes
+        self._contended = self._contended_refreshes = 0
+        self._next_refresh_check: float | None = None
+        self._refresh_task: asyncio.Task[None] | None = None
         self._seq = itertools.count()
         self._outstanding = 0  # requests in flight plus dispatches in progress
         self._dispatching = 0  # dispatch tasks started and not finished
@@ -345,26 +366,75 @@ class Frontier:
         self._wake.set()
 
     async def _queue_refreshes(self, now: float) -> None:
-        """Queue again the stored pages of owned hosts whose refresh time has come
-        (``crawl.recrawl_interval``); each is fetched with its validators. Checked when
-        the frontier starts or takes over hosts, so a crawl run again later refreshes
-        what has aged. Hosts that are blocked or used up their page cap (which counts
-        fetches) are left alone: dispatching would reject their stored pages."""
-        interval = self.settings.crawl.recrawl_interval
-        if interval <= 0:
+        """Queue again the stored pages of owned hosts whose refresh time has come (see
+        :func:`frontier.policy.refresh_at`); each is fetched with its validators. Run
+        when the frontier starts or takes over hosts (under the ownership gate), and
+        every ``refresh.check_interval`` while it runs (:meth:`check_refreshes`)."""
+        if self.settings.crawl.recrawl_interval <= 0:
             return
+        times: list[float | None] = []
+        queued = 0
+        for host in await self.store.hosts_with_status(UrlStatus.DONE):
+            if self.owns(host):
+                queued += await self._refresh_host(host, now, times)
+        self._note_due(times, queued, now)
+
+    async def check_refreshes(self, now: float | None = None) -> int:
+        """Queue the stored pages whose refresh time has come while the crawl runs, each
+        host under its lock (so no handler or dispatch of that host interleaves), and
+        wake the hosts. Returns how many were queued."""
+        if self.settings.crawl.recrawl_interval <= 0 or self._budget_spent:
+            return 0
+        now = self.clock() if now is None else now
+        times: list[float | None] = []
+        queued = 0
         for host in await self.store.hosts_with_status(UrlStatus.DONE):
             if not self.owns(host):
                 continue
-            state = await self.store.get_host(host) or HostState(host=host)
-            if state.blocked or state.page_count >= self.rules.page_cap(host, state):
-                continue
-            due = [refreshed(r, now)
-                   for r in await self.store.urls_with_status(UrlStatus.DONE, 10_000_000, host)
-                   if (at := refresh_at(r, interval)) is not None and at <= now]
-            if due:
-                await self.store.put_urls(due)
-                self.counters.refreshed += len(due)
+            async with self._gate.shared(), self._hosts.hold(host):
+                if self.owns(host):
+                    queued += await self._refresh_host(host, now, times)
+        self._note_due(times, queued, now)
+        self.counters.refresh_checks += 1
+        if queued:
+            self._wake.set()
+        return queued
+
+    async def _refresh_host(self, host: str, now: float, times: list[float | None]) -> int:
+        """Queue the due stored pages of one host; the refresh times of the others go
+        into ``times``. Hosts that are blocked or used up their page cap (which counts
+        fetches) are left alone: dispatching would reject their stored pages."""
+        slot = self._slots.get(host)
+        state = (slot.state if slot is not None
+                 else await self.store.get_host(host) or HostState(host=host))
+        if state.blocked or state.page_count >= self.rules.page_cap(host, state):
+            return 0
+        interval = self.settings.crawl.recrawl_interval
+        priority = refresh_priority(self.settings)
+        due: list[UrlState] = []
+        for r in await self.store.urls_with_status(UrlStatus.DONE, 10_000_000, host):
+            at = refresh_at(r, interval)
+            if at is not None and at <= now:
+                due.append(refreshed(r, now, priority))
+            else:
+                times.append(at)
+        if not due:
+            return 0
+        await self.store.put_urls(due)
+        self.counters.refreshed += len(due)
+        self.metrics.refreshes_queued.inc(len(due))
+        slot = await self._slot(host)
+        if not slot.head:
+            slot.refresh_next = True
+        self._schedule(host, slot, now)
+        return len(due)
+
+    def _note_due(self, times: list[float | None], queued: int, now: float) -> None:
+        due = due_buckets(times, now)
+        due["now"] += queued
+        self.counters.refresh_due = due
+        for name, n in due.items():
+            self.metrics.refresh_due.labels(name).set(n)
 
     async def stop(self) -> None:
         self._stopped = True
@@ -507,7 +577,8 @@ class Frontier:
             async with self._hosts.hold(row.host):
                 # under the host's lock: no dispatch or result writes the row meanwhile
                 stored = await self.store.get_url(row.host, row.url)
-                changed = None if stored is None else listed_change(stored, row.lastmod, now)
+                changed = None if stored is None else listed_change(
+                    stored, row.lastmod, now, refresh_priority(self.settings))
                 if changed is None:
                     continue
                 await self.store.put_url(changed)
@@ -518,6 +589,10 @@ class Frontier:
             if (changed.status is UrlStatus.QUEUED and stored is not None
                     and stored.status is not UrlStatus.QUEUED):
                 self.counters.refreshed += 1  # a stored page its sitemap says changed
+                self.metrics.refreshes_queued.inc()
+                slot = self._slots.get(row.host)
+                if slot is not None and not slot.head:
+                    slot.refresh_next = True
                 queued[row.host] = now
 
     async def _record_seeds(self, links: Iterable[Link]) -> None:
@@ -648,7 +723,8 @@ class Frontier:
 
     def idle(self) -> bool:
         """Nothing queued that can ever become due in this run, and nothing in flight."""
-        return not self._timer and not self._ready and self._outstanding == 0
+        return (not self._timer and not self._ready and not self._ready_refresh
+                and self._outstanding == 0)
 
     def next_wake(self) -> float | None:
         return self._timer[0][0] if self._timer else None
@@ -676,7 +752,8 @@ class Frontier:
                              "%d outstanding, %d dispatching, %d dispatched, "
                              "%d stale results",
                              "all" if self._owned is None else sorted(self._owned),
-                             len(self._slots), len(self._timer), len(self._ready),
+                             len(self._slots), len(self._timer),
+                             len(self._ready) + len(self._ready_refresh),
                              self._outstanding, self._dispatching, self.counters.dispatched,
                              self.counters.stale_results)
                     if 0 < len(self._slots) <= FEW_HOSTS:  # the last hosts of a crawl
@@ -684,6 +761,7 @@ class Frontier:
                 if time.monotonic() - last_check >= 1.0:
                     last_check = time.monotonic()
                     await self.check_stall()
+                self._start_refresh_check()
                 self._wake.clear()
                 self._dispatch(self.clock())
                 if self._stopped:
@@ -691,20 +769,52 @@ class Frontier:
                 timeout: float | None = None
                 if self._timer and not self.paused:
                     timeout = max(0.0, self._timer[0][0] - self.clock())
-                if self._ready and self._may_start() and not self.paused:
+                if ((self._ready or self._ready_refresh) and self._may_start()
+                        and not self.paused):
                     timeout = 0.0
-                if self.settings.crawl.stall_seconds:  # the watchdog looks every second
-                    timeout = 1.0 if timeout is None else min(timeout, 1.0)
+                if self.settings.crawl.stall_seconds or self._next_refresh_check:
+                    # the watchdog and the look for due refreshes: about every second
+                    # (or every refresh.check_interval, if shorter)
+                    wake = (min(1.0, self.settings.refresh.check_interval)
+                            if self._next_refresh_check else 1.0)
+                    timeout = wake if timeout is None else min(timeout, wake)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             if self._dispatch_tasks:
                 await asyncio.wait(self._dispatch_tasks, timeout=STOP_GRACE)
         finally:
+            if self._refresh_task is not None:
+                self._refresh_task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._refresh_task
             left = list(self._dispatch_tasks)
             for task in left:
                 task.cancel()
             if left:
                 await asyncio.gather(*left, return_exceptions=True)
+
+    def _start_refresh_check(self) -> None:
+        """Start a look for due refreshes (:meth:`check_refreshes`) in the background
+        when ``refresh.check_interval`` of the crawl's clock has passed since the last
+        one (the first one interval after start: recover looked at start)."""
+        if self.settings.crawl.recrawl_interval <= 0 or self.paused:
+            return
+        now = self.clock()
+        if self._next_refresh_check is None:
+            self._next_refresh_check = now + self.settings.refresh.check_interval
+            return
+        if now < self._next_refresh_check or (self._refresh_task is not None
+                                              and not self._refresh_task.done()):
+            return
+        self._next_refresh_check = now + self.settings.refresh.check_interval
+
+        async def look() -> None:
+            try:
+                await self.check_refreshes(now)
+            except Exception as exc:  # the next look tries again
+                log.warning("frontier: looking for due refreshes failed: %r", exc)
+
+        self._refresh_task = asyncio.create_task(look(), name="frontier-refreshes")
 
     def oldest_due(self, now: float | None = None) -> float:
         """Seconds the oldest due host has waited without a request going out, counted
@@ -759,6 +869,7 @@ class Frontier:
                 # every slot's ready flag and timer entry are rebuilt from the slot
                 self._outstanding = self._actual_outstanding()
                 self._ready.clear()
+                self._ready_refresh.clear()
                 self._timer.clear()
                 for host, slot in self._slots.items():
                     slot.ready, slot.wake_at, slot.due_since = False, None, None
@@ -777,6 +888,46 @@ class Frontier:
         cap = self.settings.crawl.max_pages
         return not (cap and self.counters.dispatched + self._dispatching >= cap
                     and self._dispatching)
+
+    def _push_ready(self, host: str, slot: HostSlot) -> None:
+        """Put a ready host in the ready heap of its next URL's kind (new or refresh),
+        ordered by that URL's priority."""
+        refreshing = slot.refreshing()
+        if slot.head:
+            prio = slot.head[0].priority
+        else:  # its head is read at dispatch: the level its queued rows are likely at
+            prio = refresh_priority(self.settings) if refreshing else 0
+        heap = self._ready_refresh if refreshing else self._ready
+        heapq.heappush(heap, (prio, next(self._seq), host))
+
+    def _live_top(self, heap: list[tuple[int, int, str]]) -> bool:
+        """Drop entries of hosts no longer ready from the top of ``heap``; True when a
+        ready host is left on top."""
+        while heap:
+            slot = self._slots.get(heap[0][2])
+            if slot is not None and slot.ready:
+                return True
+            heapq.heappop(heap)
+        return False
+
+    def _pop_ready(self) -> str | None:
+        """The next ready host to dispatch. With hosts of both kinds ready, the refresh
+        budget (:func:`frontier.policy.take_refresh`, ``refresh.share``) decides which
+        kind gets the slot, counted over the slots given while both waited (the count
+        starts again whenever only one kind waits); otherwise the kind that waits takes
+        it. Within a kind, the best priority first, then the longest waiting."""
+        new, old = self._live_top(self._ready), self._live_top(self._ready_refresh)
+        if new and old:
+            refresh = take_refresh(self._contended_refreshes, self._contended,
+                                   self.settings.refresh.share)
+            self._contended += 1
+            self._contended_refreshes += refresh
+        else:
+            self._contended = self._contended_refreshes = 0
+            if not (new or old):
+                return None
+            refresh = old
+        return heapq.heappop(self._ready_refresh if refresh else self._ready)[2]
 
     def _dispatch(self, now: float) -> None:
         """Move due hosts to the ready heap and start the dispatch of ready hosts, best
@@ -798,15 +949,14 @@ class Frontier:
             slot.ready = True
             if slot.due_since is None:
                 slot.due_since = now
-            prio = slot.head[0].priority if slot.head else 0
-            heapq.heappush(self._ready, (prio, next(self._seq), host))
-        while self._ready and self._may_start():
+            self._push_ready(host, slot)
+        while (self._ready or self._ready_refresh) and self._may_start():
             if self._budget_exhausted():
                 return
-            _, _, host = heapq.heappop(self._ready)
-            slot = self._slots.get(host)
-            if slot is None or not slot.ready:
-                continue
+            picked = self._pop_ready()
+            if picked is None:
+                break
+            host, slot = picked, self._slots[picked]
             if not self.owns(host):
                 slot.ready = False
                 slot.due_since = None
@@ -834,8 +984,7 @@ class Frontier:
                     return
                 if self.paused:
                     slot.ready = True
-                    prio = slot.head[0].priority if slot.head else 0
-                    heapq.heappush(self._ready, (prio, next(self._seq), host))
+                    self._push_ready(host, slot)
                     return
                 now = self.clock()
                 rest_until = slot.state.next_allowed_at
@@ -871,6 +1020,7 @@ class Frontier:
                 log.info("page budget of %d reached; no more dispatches this run", cap)
             self._budget_spent = True
             self._ready.clear()
+            self._ready_refresh.clear()
             self._timer.clear()
             for slot in self._slots.values():
                 slot.ready = False
@@ -966,6 +1116,14 @@ class Frontier:
             slot.head.appendleft(row)
             raise
         self.counters.dispatched += 1
+        if is_refresh(row):
+            self.counters.dispatched_refresh += 1
+            self.metrics.dispatched.labels("refresh").inc()
+        else:
+            self.counters.dispatched_new += 1
+            self.metrics.dispatched.labels("new").inc()
+        if not slot.head:
+            slot.refresh_next = False  # the next head read from the store says
         if slot.in_flight < self.settings.politeness.max_in_flight_per_host:
             self._schedule(host, slot, now)
         return True
@@ -1002,7 +1160,8 @@ class Frontier:
         return (f"owned={'all' if self._owned is None else sorted(self._owned)} "
                 f"outstanding={self._outstanding} dispatching={self._dispatching} "
                 f"timer={len(self._timer)} "
-                f"ready={len(self._ready)} hosts: {hosts}")
+                f"ready={len(self._ready)}+{len(self._ready_refresh)} refreshing "
+                f"hosts: {hosts}")
 
     def _dispatched_here(self, host: str) -> bool:
         slot = self._slots.get(host)

@@ -15,6 +15,7 @@ import msgspec
 
 from common.messages import Reason, UrlStatus
 from common.ports import StateStore
+from frontier.policy import due_buckets, refresh_at
 
 TRAP_REASONS = (Reason.TRAP_LENGTH, Reason.TRAP_SEGMENTS, Reason.TRAP_REPEAT,
                 Reason.TRAP_QUERY, Reason.DEPTH, Reason.REDIRECT_CAP)
@@ -28,6 +29,8 @@ class CrawlStats(msgspec.Struct, kw_only=True):
     """The figures a crawl reports (``crawler crawl``, ``GET /v1/stats``)."""
 
     fetched: int = 0  # page requests that reached a server (robots.txt not counted)
+    fetched_new: int = 0  # of fetched: pages fetched for the first time (and retries)
+    refreshed: int = 0  # of fetched: stored pages fetched again (refreshes)
     kept: int = 0  # stored pages that are neither exact nor near duplicates
     exact_duplicates: int = 0
     near_duplicates: int = 0
@@ -46,6 +49,9 @@ class CrawlStats(msgspec.Struct, kw_only=True):
     awaiting_parse: int = 0
     known_urls: int = 0
     hosts: int = 0
+    # stored pages by when their next refresh is due (now: due or queued, next_hour,
+    # next_day, next_week, later, never); None when refresh is off
+    refresh_due: dict[str, int] | None = None
     # per run: known only to the process that runs the frontier; None elsewhere
     seen_filter_skipped: int | None = None  # links the seen filter dropped
     invalid_links: int | None = None  # links that were not crawlable URLs
@@ -53,7 +59,8 @@ class CrawlStats(msgspec.Struct, kw_only=True):
 
 def stats_from_counts(counts: Mapping[tuple[str, str], int], *, fetched: int,
                       hosts: int, hosts_capped: int, seen_skipped: int | None = None,
-                      invalid: int | None = None) -> CrawlStats:
+                      invalid: int | None = None, refreshed: int = 0,
+                      refresh_due: dict[str, int] | None = None) -> CrawlStats:
     """Pure: fold (status, reason) counts into :class:`CrawlStats`."""
 
     def n(status: UrlStatus, reason: Reason | None) -> int:
@@ -65,6 +72,9 @@ def stats_from_counts(counts: Mapping[tuple[str, str], int], *, fetched: int,
     errors = {r.value: any_status(r) for r in ERROR_REASONS if any_status(r)}
     return CrawlStats(
         fetched=fetched,
+        fetched_new=fetched - refreshed,
+        refreshed=refreshed,
+        refresh_due=refresh_due,
         kept=n(UrlStatus.DONE, None),
         exact_duplicates=any_status(Reason.DUPLICATE),
         near_duplicates=any_status(Reason.NEAR_DUPLICATE),
@@ -89,9 +99,34 @@ def stats_from_counts(counts: Mapping[tuple[str, str], int], *, fetched: int,
 
 
 async def collect(store: StateStore, *, seen_skipped: int | None = None,
-                  invalid: int | None = None) -> CrawlStats:
+                  invalid: int | None = None, recrawl_interval: float = 0.0,
+                  now: float | None = None) -> CrawlStats:
+    """The figures, from the store. With ``recrawl_interval`` (refresh on) also when the
+    stored pages are due (reads every stored page's row: one pass over the store)."""
     counts = await store.count_urls()
     hosts = await store.list_hosts()
+    due = None
+    if recrawl_interval > 0 and now is not None:
+        due = await refresh_schedule(store, recrawl_interval, now)
     return stats_from_counts(counts, fetched=sum(h.page_count for h in hosts),
                              hosts=len(hosts), hosts_capped=sum(1 for h in hosts if h.capped),
-                             seen_skipped=seen_skipped, invalid=invalid)
+                             seen_skipped=seen_skipped, invalid=invalid,
+                             refreshed=sum(h.refreshes for h in hosts), refresh_due=due)
+
+
+async def refresh_schedule(store: StateStore, recrawl_interval: float,
+                           now: float) -> dict[str, int]:
+    """Stored pages by when their next refresh is due (see
+    :func:`frontier.policy.due_buckets`); refreshes already queued count as due now."""
+    times: list[float | None] = []
+    queued = 0
+    for host in await store.hosts_with_status(UrlStatus.DONE):
+        times += [refresh_at(r, recrawl_interval)
+                  for r in await store.urls_with_status(UrlStatus.DONE, 10_000_000, host)]
+    for host in await store.hosts_with_status(UrlStatus.QUEUED):
+        queued += sum(1 for r in await store.urls_with_status(UrlStatus.QUEUED, 10_000_000,
+                                                              host)
+                      if r.record is not None)
+    due = due_buckets(times, now)
+    due["now"] += queued
+    return due

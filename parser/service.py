@@ -54,6 +54,7 @@ from common.sitemaps import SitemapRead, read_sitemap, vouched_hosts
 from parser.charset import decode_html
 from parser.html import extract, followable_links, parse_document
 from parser.signals import TextSignals, text_signals
+from parser.signals import warm_up as _warm_signals
 from parser.text import MainText, extract_main_text
 
 log = logging.getLogger(__name__)
@@ -335,6 +336,12 @@ class ParserStage:
                                        Discovered(host=group[0], links=group[1]))
         for host, batch in groups.values():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=batch))
+
+
+def warm_up() -> None:
+    """Called by a page worker after it imported this module (``preload``): the
+    language model is loaded before the worker takes its first page, not in it."""
+    _warm_signals()
 
 
 def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) -> SitemapRead:

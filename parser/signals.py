@@ -72,6 +72,11 @@ def _model() -> _Identifier:
         return _identifier
 
 
+def warm_up() -> None:
+    """Load the language model now (about a second), not in the first page's parse."""
+    _model()
+
+
 def _enough_letters(sample: str) -> bool:
     letters = 0
     for char in sample:

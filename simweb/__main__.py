@@ -25,6 +25,7 @@ import signal
 import sys
 from typing import Any
 
+from simweb.clock import clock_for
 from simweb.model import ScenarioError, dump_scenario
 from simweb.scenarios import build_features, build_seed, load
 from simweb.server import SimWeb
@@ -51,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="exit (code 3) when this TCP address, once it answered, "
                              "stops answering for MISSES checks a second apart")
     parser.add_argument("--misses", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--clock-offset-file", default=None, metavar="PATH",
+                        help="a file holding seconds added to the clock that pages with "
+                             "change_every change on (the crawler's "
+                             "CRAWLER_CRAWL_CLOCK_OFFSET_FILE)")
     return parser
 
 
@@ -84,7 +89,8 @@ async def _watch(address: str, misses: int) -> None:
 
 async def _serve(args: argparse.Namespace) -> int:
     web = SimWeb(load(args.scenario), port=args.port, host=args.host, dns=args.dns,
-                 dns_port=args.dns_port, max_stall=args.max_stall)
+                 dns_port=args.dns_port, max_stall=args.max_stall,
+                 clock=clock_for(args.clock_offset_file))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -128,6 +128,11 @@ class Page:
     changes: Change = "none"
     """'minor': a line naming the visit number changes (a near-duplicate of the last
     visit); 'major': the whole text is new on every visit."""
+    change_every: float = 0.0
+    """Seconds of the simulated web's clock (see simweb.clock) between changes: the
+    whole text is new in each period (periods counted from the Unix epoch) and
+    Last-Modified is the period's start, whoever asks and however often. 0: the text
+    changes only as ``changes`` says."""
     body: str | None = None
     """Verbatim body text (encoded with ``encoding``) instead of a generated document."""
     headers: dict[str, str] = field(default_factory=dict)
@@ -143,6 +148,9 @@ class Page:
                f"{where}: a redirect needs a 3xx status")
         _check(not (300 <= self.status < 400 and self.status != 304) or bool(self.redirect),
                f"{where}: a 3xx status needs a redirect target")
+        _check(self.change_every >= 0, f"{where}: change_every must be >= 0")
+        _check(not self.change_every or self.changes == "none",
+               f"{where}: change_every and changes exclude each other")
         _check(self.same_as is None or self.near_duplicate_of is None,
                f"{where}: same_as and near_duplicate_of exclude each other")
         _check(self.body is None or not self.links,

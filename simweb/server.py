@@ -23,7 +23,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -74,7 +74,8 @@ class SimWeb:
 
     def __init__(self, scenario: Scenario | None = None, *, port: int = 0,
                  host: str = "127.0.0.1", dns: bool = False, dns_port: int = 0,
-                 max_stall: float = 30.0) -> None:
+                 max_stall: float = 30.0,
+                 clock: Callable[[], float] | None = None) -> None:
         if scenario is None:
             scenario = seed()
         if not ipaddress.ip_address(host).is_loopback:
@@ -84,6 +85,7 @@ class SimWeb:
         self.scenario = scenario
         self.host = host
         self.max_stall = max_stall
+        self.clock = clock or time.time  # pages with change_every change on it
         self.log = RequestLog()
         self._want_port = port
         self._want_dns = dns
@@ -112,7 +114,7 @@ class SimWeb:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((self.host, self._want_port))
             self._port = int(sock.getsockname()[1])
-            self._site = Site(self.scenario, self._port)
+            self._site = Site(self.scenario, self._port, clock=self.clock)
             # Compression bombs are made once, before the first request needs one.
             await asyncio.to_thread(self._site.warm)
             await web.SockSite(runner, sock).start()

@@ -15,6 +15,7 @@ import email.utils
 import hashlib
 import html
 import threading
+import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -172,9 +173,11 @@ class Site:
     when it is None or 80).
     """
 
-    def __init__(self, scenario: Scenario, port: int | None = None) -> None:
+    def __init__(self, scenario: Scenario, port: int | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self.scenario = scenario
         self.port = port
+        self.clock = clock  # pages with change_every change on it (simweb.clock)
         self._hosts: dict[str, Host] = {h.name: h for h in scenario.hosts}
         self._pages: dict[str, dict[str, Page]] = {h.name: h.page_map() for h in scenario.hosts}
         self._visits: dict[tuple[str, str], int] = {}
@@ -371,6 +374,8 @@ class Site:
             return replace(reply, headers=(*reply.headers, ("Location", location),
                                            *page.headers.items()), delay=page.delay)
 
+        if page.change_every:  # the text of the period the clock is in
+            visit = self.period(page)
         body = self._body(host, page, visit)
         headers: list[tuple[str, str]] = []
         if page.content_type is not None:
@@ -404,7 +409,15 @@ class Site:
                      drip_seconds=page.drip_seconds,
                      drip_chunks=page.drip_chunks if page.drip_seconds else 1)
 
+    def period(self, page: Page) -> int:
+        """The period of ``page.change_every`` the clock is in (0 for other pages)."""
+        if not page.change_every:
+            return 0
+        return int(self.clock() // page.change_every)
+
     def _last_modified(self, host_name: str, page: Page, visit: int) -> dt.datetime:
+        if page.change_every:  # ``visit`` is the period (see _page_reply)
+            return dt.datetime.fromtimestamp(visit * page.change_every, dt.UTC)
         offset = text.stable_int(self.scenario.seed, host_name, page.path, "modified")
         stamp = _EPOCH + dt.timedelta(seconds=offset % (300 * 86400))
         if page.changes != "none":
@@ -412,7 +425,7 @@ class Site:
         return stamp
 
     def _body(self, host: Host, page: Page, visit: int) -> bytes:
-        cache_visit = visit if page.changes != "none" else -1
+        cache_visit = visit if page.changes != "none" or page.change_every else -1
         key = (host.name, page.path, cache_visit)
         with self._lock:
             cached = self._cache.get(key)
@@ -436,7 +449,8 @@ class Site:
         source = self.content_source(host.name, page)
         doc = self._document(host.name, source, visit, near=page.near_duplicate_of is not None,
                              meta_charset=page.meta_charset, extra_text=page.extra_text,
-                             changes=page.changes, pad_to=page.body_bytes)
+                             changes="major" if page.change_every else page.changes,
+                             pad_to=page.body_bytes)
         return doc.encode(page.encoding, errors="replace")
 
     def _title(self, host_name: str, page: Page) -> str:

@@ -172,6 +172,10 @@ class BenchSpider(scrapy.Spider):
         self.links = LinkExtractor(tags=("a", "area"), attrs=("href",),
                                    process_value=strip_tracking, unique=True)
 
+    # the real web: links stay on the seeds' hosts, as the crawler's seed-hosts scope
+    allowed_domains = (sorted({urlsplit(u).hostname or "" for u in SEEDS})
+                       if CONFIG.get("same_host") else None)
+
     async def start(self) -> AsyncIterator[Any]:
         for url in SEEDS:
             yield scrapy.Request(url, callback=self.parse)

@@ -228,7 +228,9 @@ TABLES: tuple[_Table, ...] = (
                      "blocked": "boolean", "max_pages": "bigint", "page_count": "bigint",
                      "next_allowed_at": "double", "last_response_time": "double",
                      "capped": "boolean",
-                     "lease_until": "double"}, "(host)"),
+                     "lease_until": "double",
+                     # added later (ALTER TABLE at start): empty in older rows
+                     "refreshes": "bigint"}, "(host)"),
     _Table("robots", {"origin": "text", "status": "bigint", "body": "blob",
                       "fetched_at": "double", "expires_at": "double"}, "(origin)"),
     _Table("content", {"content_hash": "text", "url": "text", "record_file": "text",
@@ -249,7 +251,7 @@ _TABLES = {t.name: t for t in TABLES}
 
 
 _URLS = RowCodec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
-_HOSTS = RowCodec(HostState)
+_HOSTS = RowCodec(HostState, added=frozenset({"refreshes"}))
 _ROBOTS = RowCodec(RobotsRecord)
 
 

@@ -24,11 +24,13 @@ S = TypeVar("S", bound=msgspec.Struct)
 
 class RowCodec(Generic[S]):
     def __init__(self, cls: type[S], *, pointer: str | None = None,
-                 unsigned: frozenset[str] = frozenset()) -> None:
+                 unsigned: frozenset[str] = frozenset(),
+                 added: frozenset[str] = frozenset()) -> None:
         self.cls = cls
         fields = msgspec.structs.fields(cls)
         self._names = tuple(f.name for f in fields)
         self._bools = tuple(f.name for f in fields if f.type is bool)
+        self._added = tuple(sorted(added))
         self._pointer_at = self._names.index(pointer) if pointer is not None else None
         self._unsigned_at = tuple(self._names.index(n) for n in sorted(unsigned))
         columns: list[str] = []
@@ -68,6 +70,9 @@ class RowCodec(Generic[S]):
             if values[i] is not None:
                 values[i] = to_unsigned(values[i])
         fields = dict(zip(self._names, values, strict=True))
+        for name in self._added:
+            if fields[name] is None:
+                del fields[name]  # a row written before the column existed
         for name in self._bools:
             if fields[name] is not None:
                 fields[name] = bool(fields[name])

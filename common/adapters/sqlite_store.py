@@ -151,7 +151,8 @@ CREATE TABLE IF NOT EXISTS hosts (
     next_allowed_at REAL NOT NULL,
     last_response_time REAL NOT NULL,
     capped INTEGER NOT NULL,
-    lease_until REAL NOT NULL
+    lease_until REAL NOT NULL,
+    refreshes INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS robots (
     origin TEXT PRIMARY KEY,
@@ -193,9 +194,11 @@ CREATE TABLE IF NOT EXISTS seed_roots (
 
 # url_state columns added after the first schema: (name, type), nullable
 _ADDED_URL_COLUMNS = (("kind", "TEXT"), ("lastmod", "REAL"))
+# hosts columns added after the first schema, nullable (empty: the field's default)
+_ADDED_HOST_COLUMNS = (("refreshes", "INTEGER"),)
 
 _URLS = RowCodec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
-_HOSTS = RowCodec(HostState)
+_HOSTS = RowCodec(HostState, added=frozenset(c for c, _ in _ADDED_HOST_COLUMNS))
 _ROBOTS = RowCodec(RobotsRecord)
 
 _QUEUED = str(UrlStatus.QUEUED)
@@ -436,11 +439,15 @@ class SqliteStateStore:
                                   f"this code supports ({SCHEMA_VERSION})")
             # Later versions add their migrations here, one step per version. Columns
             # that may be empty are added to a file made before them (sitemaps: kind,
-            # lastmod), so an older crawl folder resumes.
+            # lastmod; refreshes: hosts.refreshes), so an older crawl folder resumes.
             have = {r[1] for r in db.execute("PRAGMA table_info(url_state)")}
             for column, sql_type in _ADDED_URL_COLUMNS:
                 if column not in have:
                     db.execute(f"ALTER TABLE url_state ADD COLUMN {column} {sql_type}")
+            have = {r[1] for r in db.execute("PRAGMA table_info(hosts)")}
+            for column, sql_type in _ADDED_HOST_COLUMNS:
+                if column not in have:
+                    db.execute(f"ALTER TABLE hosts ADD COLUMN {column} {sql_type}")
             for table, codec in (("url_state", _URLS), ("hosts", _HOSTS),
                                  ("robots", _ROBOTS)):
                 have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}

@@ -107,9 +107,10 @@ def lab_page(path: str) -> Page:
     return next(p for p in features().host("lab.test").pages if p.path == path)
 
 
-async def refresh(first: Outcome) -> Outcome:
-    """Run the crawl again once its pages are due for a refresh."""
-    await asyncio.sleep(REFRESH * 1.2)
+async def refresh(first: Outcome, intervals: float = 1.0) -> Outcome:
+    """Run the crawl again once its pages are due for a refresh (``intervals``: how
+    many of the first interval: an unchanged page's interval doubles after a refresh)."""
+    await asyncio.sleep(REFRESH * intervals * 1.2)
     return await resume(first)
 
 
@@ -120,7 +121,7 @@ async def test_refresh_sends_validators_and_304_writes_a_revisit(tmp_path: Path)
                           crawl={"recrawl_interval": REFRESH})
         stored = first.row(key(web, "lab.test/cached"))
         second = await refresh(first)
-        third = await refresh(second)
+        third = await refresh(second, 2.0)
         log = hits(web, "lab.test")
 
     assert stored.etag and stored.last_modified and stored.record is not None
@@ -133,6 +134,9 @@ async def test_refresh_sends_validators_and_304_writes_a_revisit(tmp_path: Path)
         row = outcome.row(stored.url)
         assert (row.status, row.reason) == (UrlStatus.DONE, Reason.NOT_MODIFIED)
         assert row.etag == stored.etag and row.attempts == 1
+    # unchanged (304) twice: the revisit interval doubled each time
+    assert second.row(stored.url).revisit_interval == 2 * REFRESH
+    assert third.row(stored.url).revisit_interval == 4 * REFRESH
     response = [r for r in third.warc() if r.type == "response" and r.uri == stored.url]
     revisits = [r for r in third.warc() if r.type == "revisit" and r.uri == stored.url]
     assert len(response) == 1 and len(revisits) == 2

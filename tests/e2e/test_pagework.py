@@ -231,3 +231,27 @@ async def test_a_lane_never_waits_for_another(tmp_path: Path) -> None:
     assert set(writers) == set(work.pids("write") or writers) and parser_pid not in writers
     with pytest.raises(KeyError):
         work.lane("other")
+
+
+def _model_loaded(ctx: WorkContext) -> bool:
+    from parser import signals
+
+    return signals._identifier is not None
+
+
+async def test_a_worker_warms_up_the_preloaded_modules_before_its_first_job(
+        tmp_path: Path) -> None:
+    # parser.service's warm_up loads the language model (about a second) when the
+    # worker starts, so a crawl's first page does not wait for it
+    work = _work(tmp_path, preload=("parser.service",))
+    await work.start()
+    try:
+        assert await work.run(_model_loaded) is True
+    finally:
+        await work.close()
+    bare = _work(tmp_path / "bare")
+    await bare.start()
+    try:
+        assert await bare.run(_model_loaded) is False  # loaded on first use otherwise
+    finally:
+        await bare.close()

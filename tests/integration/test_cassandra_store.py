@@ -35,7 +35,7 @@ from common.adapters.cassandra_store import (
     _overlapping_read,
 )
 from common.messages import Reason, RecordPointer, UrlStatus
-from common.ports import UrlState
+from common.ports import HostState, UrlState
 from common.settings import StoreSettings
 from tests.conftest import unavailable
 
@@ -134,6 +134,19 @@ async def test_open_adds_a_missing_column(settings: StoreSettings, session: Any)
         r = row("m.example", "/", etag='"v1"', status=UrlStatus.DONE)
         await store.put_url(r)
         assert await store.get_url(r.host, r.url) == r
+
+
+async def test_a_hosts_row_from_before_the_refresh_count_reads_as_none_refreshed(
+        settings: StoreSettings, session: Any) -> None:
+    async with CassandraStateStore(settings) as store:
+        await store.put_host(HostState(host="old.example", page_count=4))
+    await cql(session, f"ALTER TABLE {settings.keyspace}.hosts DROP refreshes")
+    async with CassandraStateStore(settings) as store:  # adds the column again
+        old = await store.get_host("old.example")
+        assert old is not None and (old.page_count, old.refreshes) == (4, 0)
+        await store.put_host(HostState(host="new.example", page_count=5, refreshes=3))
+        assert await store.get_host("new.example") == HostState(
+            host="new.example", page_count=5, refreshes=3)
 
 
 async def test_open_refuses_a_newer_schema(settings: StoreSettings, session: Any) -> None:

@@ -6,15 +6,16 @@ One test, in order: ``up -d --wait`` until every service is healthy; the demo se
 itself and the crawl runs through Kafka, Cassandra and the crawler containers; the
 busiest fetcher container is killed with SIGKILL mid-crawl (its main process, by PID, as
 a crash would) and comes back by its restart policy, and so does the simulated web in
-its network namespace (only with ``CRAWLER_TEST_COMPOSE_KILL=1``: in 2 of 4 runs of this
-stop, a kill of fetcher-2 at 61 pages ended the crawl at 103 of 162 pages, links of some
-pages never discovered, no error recorded; not diagnosed yet, the cluster crash test on
-scripts/servers' Kafka and Cassandra passes); the crawl ends with the seed figures (162
-fetched, 132 kept, 30 exact duplicates, 1 robots-blocked, 1 host capped) read through
-the control API and nothing lost; the stack's Prometheus has every target up, saw a
-crawl rate above 0, and answers every query of every panel of both Grafana dashboards
-with data; once the crawler services stop, the bucket holds WARC files with a response
-record for every page kept; ``down -v`` leaves no container, volume or network of the project behind.
+its network namespace (only with ``CRAWLER_TEST_COMPOSE_KILL=1``: a page stored by the
+killed fetcher and fetched again was parsed from its bodiless revisit record, which lost
+its links; fixed, but 1 of 9 runs since still ended short, 108 of 162 pages, cause not
+found; on a short crawl the test prints the store's rows and the fetchers' logs); the
+crawl ends with the seed figures (162 fetched, 132 kept, 30 exact duplicates, 1
+robots-blocked, 1 host capped) read through the control API and nothing lost; the
+stack's Prometheus has every target up, saw a crawl rate above 0, and answers every
+query of every panel of both Grafana dashboards with data; once the crawler services
+stop, the bucket holds WARC files with a response record for every page kept;
+``down -v`` leaves no container, volume or network of the project behind.
 
 Needs a Docker engine, Compose v2 and the images: ``scripts/docker prepare`` (which
 ``scripts/test`` runs) makes them and writes var/docker/status.json. Where no engine

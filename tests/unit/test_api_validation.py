@@ -86,7 +86,7 @@ def _status(body: bytes, parse: object) -> int:
     (b'{"urls": [1]}', 422),
     (b'{"urls": ["http://a.test/"], "priority": "1"}', 422),
     (b'{"urls": ["http://a.test/"], "priority": -1}', 422),
-    (b'{"urls": ["http://a.test/"], "priority": 3}', 422),  # 3 levels by default
+    (b'{"urls": ["http://a.test/"], "priority": 4}', 422),  # 4 levels by default
     (b'{"urls": ["http://a.test/"], "other": true}', 422),
     (json.dumps({"urls": ["http://a.test/"] * (MAX_SEED_URLS + 1)}).encode(), 422),
     (json.dumps({"urls": ["http://a.test/" + "x" * 9000]}).encode(), 422),

@@ -162,6 +162,8 @@ def test_dashboards_cover_the_crawl(known: set[str]) -> None:
         "crawler_store_request_errors_total",  # errors
         "crawler_store_request_duration_seconds_bucket",  # store latency by operation
         "crawler_bus_messages_consumed_total", "crawler_bus_messages_published_total",
+        "crawler_frontier_fetch_tasks_total",  # new pages against refreshes
+        "crawler_frontier_refresh_due_urls",  # what is due when
     }
     assert wanted <= known
     assert not wanted - used, f"not on any dashboard: {sorted(wanted - used)}"

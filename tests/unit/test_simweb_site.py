@@ -390,3 +390,22 @@ def test_the_command_line_prints_seed_urls_for_a_port(
     assert main(["seeds", "--scenario", "seed", "--port", "8081"]) == 0
     printed = capsys.readouterr().out.split()
     assert printed == [u.replace(".test/", ".test:8081/", 1) for u in build_seed().seeds]
+
+
+def test_pages_change_on_their_own_schedule_of_the_clock() -> None:
+    now = [1_800_000_000.0]
+    hosts = (Host(name="clock.test", pages=(Page(path="/hourly", change_every=3600.0),
+                                             Page(path="/never"))),)
+    site = Site(Scenario(name="c", hosts=hosts), PORT, clock=lambda: now[0])
+    first = get(site, "clock.test", "/hourly")
+    stable = get(site, "clock.test", "/never")
+    assert get(site, "clock.test", "/hourly").body == first.body  # the same hour
+    etag = first.header("ETag") or ""
+    assert get(site, "clock.test", "/hourly", **{"If-None-Match": etag}).status == 304
+    now[0] += 3600.0
+    later = get(site, "clock.test", "/hourly", **{"If-None-Match": etag})
+    assert later.status == 200 and later.body != first.body
+    assert later.header("Last-Modified") == "Fri, 15 Jan 2027 09:00:00 GMT"  # its hour
+    assert get(site, "clock.test", "/never").body == stable.body
+    with pytest.raises(ValueError, match="change_every"):
+        Page(path="/x", change_every=60.0, changes="major")
