@@ -7,6 +7,8 @@
   duplicates and 304 answers as ``revisit`` records (WARC 1.1 profiles
   ``identical-payload-digest`` and ``server-not-modified``) with HTTP headers and no
   body;
+- stream ``warc`` also: the DOM a browser built from a response (:mod:`render`) as a
+  ``conversion`` record (``text/html``) whose ``WARC-Refers-To`` names the response;
 - stream ``text``: extracted text as ``conversion`` records (WET-style) whose
   ``WARC-Refers-To`` names the response they were made from;
 - side file ``index.cdxj``: one CDXJ line per response or revisit record, written while
@@ -547,6 +549,32 @@ class ArchiveWriter:
             pointer=pointer))
         return Written(pointer=pointer, record_id=fields["WARC-Record-ID"],
                        warc_date=date, payload_digest=payload_digest)
+
+    def write_rendered(self, *, url: str, html: str, rendered_at: float,
+                       refers_to_record_id: str, fields: Mapping[str, str] | None = None
+                       ) -> Written:
+        """Write the DOM a browser built from a response as a ``conversion`` record in
+        the WARC stream (``text/html``), whose ``WARC-Refers-To`` names that response;
+        ``fields`` are more header fields (how the rendering went)."""
+        uri = target_uri(url)
+        date = warc_date(rendered_at)
+        block = html.encode("utf-8", "replace")
+        record_id = _record_id()
+        headers = {"WARC-Type": "conversion", "WARC-Record-ID": record_id,
+                   "WARC-Date": date, "WARC-Target-URI": uri,
+                   "WARC-Refers-To": _check(_RECORD_ID_RE, "record id", refers_to_record_id)}
+        for name, value in (fields or {}).items():
+            headers[name] = _clean_text(value) or ""
+
+        def build(w: WARCWriter) -> Any:
+            return w.create_warc_record(uri, "conversion", payload=BytesIO(block),
+                                        length=len(block),
+                                        warc_content_type="text/html; charset=utf-8",
+                                        warc_headers_dict=headers)
+
+        data = _serialise(build)[0]
+        pointer = self.blobs.append(self.warc_stream, data)
+        return Written(pointer=pointer, record_id=record_id, warc_date=date)
 
     def write_text(self, *, url: str, text: str, fetched_at: float,
                    refers_to_record_id: str | None,

@@ -65,6 +65,7 @@ class Topic(enum.StrEnum):
     PAGES = "pages"  # PageRecord, key=host: one per stored page, for the indexer
     DEAD_LETTER = "deadletter"  # DeadLetter: messages that failed too often
     CONTROL = "control"  # HostControl, key=host: operator changes for the host's owner
+    RENDER = "render"  # FetchResult, key=host: pages to render -> render service
 
 
 class LinkKind(enum.StrEnum):
@@ -150,6 +151,7 @@ class Reason(enum.StrEnum):
     SITEMAP_INVALID = "sitemap_invalid"  # not a sitemap, malformed XML, a DTD or entities
     SITEMAP_CAPPED = "sitemap_capped"  # over 50,000 URLs or 50 MB: read up to the cap
     SITEMAP_DEPTH = "sitemap_depth"  # a sitemap nested deeper in indexes than allowed
+    RENDER_ERROR = "render_error"  # chosen for rendering, the browser failed; plain parse kept
 
 
 def _check_simhash(value: int | None) -> None:
@@ -296,6 +298,8 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     kind: TaskKind = TaskKind.PAGE  # a sitemap: its URLs are already on the bus
     reason: Reason | None = None  # a sitemap: how reading it ended (Reason.SITEMAP...)
     detail: str | None = None  # a sitemap: what it held
+    rendered: RecordPointer | None = None  # the DOM a browser built (docs/rendering.md)
+    render_error: str | None = None  # chosen for rendering, and the browser failed
 
     def __post_init__(self) -> None:
         _check_simhash(self.simhash)
@@ -382,6 +386,7 @@ TOPIC_TYPES: dict[Topic, type[Any]] = {
     Topic.PAGES: PageRecord,
     Topic.DEAD_LETTER: DeadLetter,
     Topic.CONTROL: HostControl,
+    Topic.RENDER: FetchResult,
 }
 
 M = TypeVar("M")

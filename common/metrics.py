@@ -263,6 +263,24 @@ class ParserMetrics:
             "URLs in sitemaps, by what became of them (offered: pages and sitemaps sent "
             "to the frontier; other_host: refused by the cross-submit rule; invalid).",
             ["result"], registry=registry)
+        # rendering in headless Chromium (docs/rendering.md)
+        self.rendered_pages = Counter(
+            "crawler_parser_rendered_pages_total",
+            "Pages the render rules chose, by outcome (rendered, or render_error: the "
+            "plain parse was kept).", ["outcome"], registry=registry)
+        self.render_duration = Histogram(
+            "crawler_parser_render_duration_seconds",
+            "Time to load, settle and read one page in the browser.",
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60), registry=registry)
+        self.render_requests = Counter(
+            "crawler_parser_render_requests_total",
+            "Requests rendered pages made, by verdict (page, fetch, failed, blocked_type, "
+            "blocked_third_party, blocked_scheme, blocked_budget, blocked_ssrf, "
+            "blocked_robots).", ["verdict"], registry=registry)
+        self.browser_starts = Counter(
+            "crawler_parser_browser_starts_total",
+            "Headless browsers started (the first, and one after each that died).",
+            registry=registry)
 
     @contextlib.contextmanager
     def time_parse(self) -> Iterator[None]:

@@ -87,12 +87,16 @@ class SeedRoot(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class CrawlControl(msgspec.Struct, kw_only=True):
-    """The operator's crawl-wide switches (one row), read by every frontier."""
+    """The operator's crawl-wide switches (one row), read by every frontier (and, for
+    the render rules, by every parser that chooses pages to render)."""
 
     paused: bool = False
     blocked_paths: list[str] = msgspec.field(default_factory=list)  # regular expressions
     updated_at: float = 0.0
     scope: ScopeRules | None = None  # the operator's scope; None: the settings' one
+    # the operator's render rules (docs/rendering.md), on top of CRAWLER_RENDER_*
+    render_hosts: list[str] = msgspec.field(default_factory=list)
+    render_patterns: list[str] = msgspec.field(default_factory=list)
 
 
 def encode_control(row: CrawlControl) -> str:

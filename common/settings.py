@@ -349,6 +349,37 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RenderSettings:
+    enabled: bool = _f(False, "Render chosen pages in headless Chromium and parse the DOM "
+                       "their scripts built (docs/rendering.md): in embedded mode in the "
+                       "crawler; in a cluster parsers hand them to the render service "
+                       "(python -m render).")
+    hosts: tuple[str, ...] = _f((), "Hosts whose pages are always rendered (a leading '.' "
+                                "covers subdomains).")
+    patterns: tuple[str, ...] = _f((), "Regular expressions (RE2) searched in the path and "
+                                   "query; matching pages are always rendered.")
+    auto: bool = _f(True, "Also render pages that look like an empty script-built shell "
+                    "(the thresholds below).")
+    shell_max_text_chars: int = _f(200, "Automatic rule: at most this many characters of "
+                                   "main text...", minimum=0)
+    shell_max_links: int = _f(2, "...and at most this many followable links...", minimum=0)
+    shell_min_scripts: int = _f(1, "...and at least this many <script> elements.", minimum=0)
+    browser: str = _f("", "Chromium executable; empty: chromium (or chromium-browser, "
+                      "google-chrome) on the PATH.")
+    page_timeout: float = _f(15.0, "Seconds a page may take to load and settle in the "
+                             "browser; then it is abandoned (render_error).", minimum=0.1)
+    settle_ms: int = _f(300, "Milliseconds to wait after the load event for scripts to "
+                        "finish building the page.", minimum=0, maximum=60_000)
+    js_heap_mb: int = _f(256, "JavaScript heap cap of a page in MiB; a page over it "
+                         "crashes its tab (render_error), not the crawl.", minimum=16)
+    max_requests: int = _f(20, "Requests a page's scripts may make (after the rules); "
+                           "more are blocked.", minimum=0)
+    third_party: bool = _f(False, "Let scripts and XHR of other hosts through (each under "
+                           "its host's robots.txt and politeness gate); default: blocked.")
+    concurrency: int = _f(2, "Pages rendered at once.", minimum=1, maximum=64)
+
+
+@dataclass(frozen=True, slots=True)
 class ApiSettings:
     port: int = _f(0, "Port of the control API (0: not served).", minimum=0,
                    maximum=65535)
@@ -372,6 +403,7 @@ class Settings:
     blob: BlobSettings = field(default_factory=BlobSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     api: ApiSettings = field(default_factory=ApiSettings)
+    render: RenderSettings = field(default_factory=RenderSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, strict: bool = True) -> Settings:
@@ -622,6 +654,7 @@ def _validate_structured(s: Settings) -> None:
     from common.patterns import compile_operator_pattern  # RE2: linear-time matching
 
     each("traps", "blocked_patterns", s.traps.blocked_patterns, compile_operator_pattern)
+    each("render", "patterns", s.render.patterns, compile_operator_pattern)
     from common.scope import rules_from_settings  # imports this module; names the variable
 
     rules_from_settings(s.scope)

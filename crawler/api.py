@@ -19,6 +19,8 @@ Routes (all under ``/v1``; the OpenAPI document is :mod:`crawler.openapi`)::
                                "denyDomains": [...], "pathPrefixes": [...],
                                "noParent": true}: fields left out keep their value
     DELETE /v1/scope           back to the settings' scope (CRAWLER_SCOPE_*)
+    GET  /v1/render            {"hosts": [...], "patterns": [...]}: pages always rendered
+    PUT  /v1/render            the same, replacing both lists (docs/rendering.md)
 
 Every other route needs ``Authorization: Bearer <CRAWLER_API_TOKEN>``; the API does
 not start without a token. Bad input gets a 4xx with ``{"error": "..."}``; Kafka or
@@ -189,6 +191,27 @@ class PathPattern(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     pattern: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATTERN_CHARS)]
 
 
+_RenderHost = Annotated[str, msgspec.Meta(min_length=1, max_length=253)]
+_RenderPattern = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATTERN_CHARS)]
+
+
+class RenderRulesBody(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    hosts: Annotated[list[_RenderHost], msgspec.Meta(max_length=MAX_PATTERNS)]
+    patterns: Annotated[list[_RenderPattern], msgspec.Meta(max_length=MAX_PATTERNS)]
+
+
+def with_render_rules(control: CrawlControl, body: bytes, now: float) -> CrawlControl:
+    """Pure: ``control`` with the render rules of ``body`` (patterns checked like
+    blocked paths; hosts lower-cased, without a trailing dot)."""
+    rules = decode_body(body, RenderRulesBody)
+    hosts = list(dict.fromkeys(h.strip().lower().rstrip(".") for h in rules.hosts))
+    if any(not h.strip(".") or any(c.isspace() or c in "/:@" for c in h) for h in hosts):
+        raise ApiError(422, "invalid body: a host is a name like example.com or .example.com")
+    patterns = [check_pattern(p) for p in dict.fromkeys(rules.patterns)]
+    return msgspec.structs.replace(control, render_hosts=hosts, render_patterns=patterns,
+                                   updated_at=now)
+
+
 def check_pattern(pattern: str) -> str:
     """A blocked-path pattern must be a regular expression RE2 runs (linear-time
     matching: see common.patterns); anything else is a 422 that says why."""
@@ -350,6 +373,8 @@ class ControlApi:
             web.get("/v1/blocked-paths", self.get_blocked_paths),
             web.post("/v1/blocked-paths", self.add_blocked_path),
             web.delete("/v1/blocked-paths", self.remove_blocked_path),
+            web.get("/v1/render", self.get_render),
+            web.put("/v1/render", self.put_render),
             web.get("/v1/scope", self.get_scope),
             web.put("/v1/scope", self.put_scope),
             web.delete("/v1/scope", self.reset_scope),
@@ -441,6 +466,18 @@ class ControlApi:
         await self._put_control(control)
         log.info("control API: path pattern %r unblocked", pattern)
         return _json({"patterns": control.blocked_paths})
+
+    async def get_render(self, request: web.Request) -> web.Response:
+        control = await self.store.get_control()
+        return _json({"hosts": control.render_hosts, "patterns": control.render_patterns})
+
+    async def put_render(self, request: web.Request) -> web.Response:
+        control = with_render_rules(await self.store.get_control(), await request.read(),
+                                    time.time())
+        await self._put_control(control)
+        log.info("control API: render hosts %s, patterns %s", control.render_hosts,
+                 control.render_patterns)
+        return _json({"hosts": control.render_hosts, "patterns": control.render_patterns})
 
     async def get_scope(self, request: web.Request) -> web.Response:
         scope = (await self.store.get_control()).scope

@@ -347,6 +347,12 @@ def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool,
     if continuous and settings.crawl.recrawl_interval <= 0:
         return _fail("--continuous refreshes stored pages: give --recrawl-interval "
                      "(or CRAWLER_CRAWL_RECRAWL_INTERVAL) above 0", 2)
+    if settings.render.enabled:
+        from render.browser import render_problem
+
+        problem = render_problem(settings)
+        if problem:
+            return _fail(problem, 2)
     tracking = urls.TrackingRules.from_settings(settings.urls)
     batch = seed_batch(seeds, 0, tracking)
     for raw, why in batch.rejected:

@@ -8,7 +8,8 @@ consistent; running again with the same output folder resumes.
 Output folder layout::
 
     out/state.sqlite           url_state, hosts, robots, fingerprints
-    out/warc/*.warc.gz         request, response, metadata and revisit records
+    out/warc/*.warc.gz         request, response, metadata and revisit records (and
+                               rendered pages as conversion records)
     out/warc/*-text-*.warc.gz  extracted text as conversion records
     out/warc/index.cdxj        CDXJ index, one line per response or revisit
     out/warc/pages.jsonl       one page record per stored page
@@ -26,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from common.adapters.memory_bus import MemoryBus
 from common.adapters.metered import MeteredStateStore
@@ -56,6 +57,9 @@ from frontier.seeds import seed_batch
 from frontier.service import Frontier
 from frontier.stats import CrawlStats, collect
 from parser.service import ParserStage
+
+if TYPE_CHECKING:
+    from render.browser import ChromiumRenderer
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +170,19 @@ class EmbeddedCrawler:
         self.fetcher = FetcherStage(settings, self.bus, self.store, self.blobs, self.archive,
                                     self.http, self.robots, metrics=self.metrics,
                                     work=self.work.lane("write"), clock=self.clock)
+        # pages the render rules choose are loaded in headless Chromium, whose every
+        # request goes through this crawler's SSRF guard, robots.txt and host gate
+        self.renderer: ChromiumRenderer | None = None
+        if settings.render.enabled:
+            from render.browser import ChromiumRenderer
+
+            self.renderer = ChromiumRenderer(settings, http=self.http, robots=self.robots,
+                                             gate=self.fetcher.gate,
+                                             metrics=self.metrics.parser)
         self.parser = ParserStage(settings, self.bus, self.blobs, self.archive,
-                                  metrics=self.metrics, work=self.work.lane("parse"))
+                                  metrics=self.metrics, work=self.work.lane("parse"),
+                                  renderer=self.renderer,
+                                  control=self.store if self.renderer is not None else None)
         self.dedup = DedupStage(settings, self.bus, self.store, metrics=self.metrics)
         self.health: HealthServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -221,6 +236,8 @@ class EmbeddedCrawler:
     async def start(self) -> None:
         await self.store.open()
         await self.http.start()
+        if self.renderer is not None:
+            await self.renderer.start()  # refuses to start without a browser
         await self.work.start()
         fs = self.settings.fetcher
         consumers: list[tuple[str, Sequence[Topic], Callable[[Delivery], object], int]] = [
@@ -282,6 +299,8 @@ class EmbeddedCrawler:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
+        if self.renderer is not None:
+            await self.renderer.close()
         await self.http.close()
         await self.work.close()  # the workers close their own files
         self.blobs.flush()

@@ -27,14 +27,19 @@ def page_judge(settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore
                archive: ArchiveWriter, work: PageWork, metrics: Metrics) -> PageJudge:
     """Parse a stored page (``work``: where the fetcher wrote it, so the response is
     recalled from memory), judge it, and return its verdict (the fetcher turns a
-    failure that is not an outage into a parse_error verdict)."""
-    parser = ParserStage(settings, bus, blobs, archive, metrics=metrics, work=work)
+    failure that is not an outage into a parse_error verdict). With rendering on, a page
+    the render rules choose goes to the render service instead (no verdict here)."""
+    parser = ParserStage(settings, bus, blobs, archive, metrics=metrics, work=work,
+                         defer_render=settings.render.enabled,
+                         control=store if settings.render.enabled else None)
     dedup = DedupStage(settings, bus, store, metrics=metrics,
                        link_linger=settings.dedup.link_linger)
 
-    async def judge(result: FetchResult) -> StatusUpdate:
+    async def judge(result: FetchResult) -> StatusUpdate | None:
         assert result.record is not None
         page = await parser.parse(result, result.record)
+        if page is None:
+            return None  # the render service sends its verdict (topic status)
         return await dedup.judge(page)
 
     return judge

@@ -140,6 +140,22 @@ OPENAPI: dict[str, Any] = {
                                    "linear time, so no backreferences or lookaround), "
                                    "searched in the URL's path and query (`/a/b?x=1`)."}},
             },
+            "RenderRules": {
+                "type": "object", "required": ["hosts", "patterns"],
+                "additionalProperties": False,
+                "description": "Pages always rendered in headless Chromium (on top of "
+                               "CRAWLER_RENDER_HOSTS and CRAWLER_RENDER_PATTERNS; "
+                               "docs/rendering.md).",
+                "properties": {
+                    "hosts": {"type": "array", "maxItems": MAX_PATTERNS, "items": {
+                        "type": "string", "minLength": 1, "maxLength": 253,
+                        "description": "A host; a leading '.' covers its subdomains."}},
+                    "patterns": {"type": "array", "maxItems": MAX_PATTERNS, "items": {
+                        "type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS,
+                        "description": "An RE2 regular expression searched in the "
+                                       "URL's path and query."}},
+                },
+            },
             "PathPatterns": {
                 "type": "object", "required": ["patterns"],
                 "properties": {"patterns": {"type": "array", "items": {"type": "string"}}},
@@ -283,6 +299,26 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": _ok("The patterns now.", "PathPatterns"),
                               "400": _error("No pattern given."), "401": _UNAUTHORIZED,
                               "404": _error("No such pattern.")},
+            },
+        },
+        "/v1/render": {
+            "get": {
+                "operationId": "getRenderRules",
+                "summary": "The operator's render rules (hosts and path patterns).",
+                "responses": {"200": _ok("The rules.", "RenderRules"),
+                              "401": _UNAUTHORIZED},
+            },
+            "put": {
+                "operationId": "putRenderRules",
+                "summary": "Set the hosts and path patterns whose pages are rendered.",
+                "description": "Takes effect for pages parsed from then on, within "
+                               "CRAWLER_CRAWL_CONTROL_INTERVAL seconds; needs "
+                               "CRAWLER_RENDER_ENABLED.",
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/RenderRules"}}}},
+                "responses": {"200": _ok("The rules now.", "RenderRules"),
+                              "400": _BAD_JSON, "401": _UNAUTHORIZED, "413": _TOO_LARGE,
+                              "422": _error("A pattern RE2 cannot run, or a wrong body.")},
             },
         },
         "/v1/scope": {

@@ -156,12 +156,17 @@ class DedupStage:
             self.metrics.dedup.unique_pages.inc()
             if not page.nofollow:
                 await self._publish_links(page)
+            if page.render_error is not None:
+                # its plain parse was used (links followed, page record written); the
+                # failed rendering is its recorded outcome
+                reason = Reason.RENDER_ERROR
         if not page.noindex and page.error is None:
             await self.bus.publish(Topic.PAGES, page.host, page_record(page, near_of))
         return StatusUpdate(
             url=page.url, host=page.host, status=UrlStatus.DONE, reason=reason,
             duplicate_of=page.duplicate_of or near_of, simhash=page.simhash,
-            content_hash=page.content_hash)
+            content_hash=page.content_hash,
+            detail=page.render_error if reason is Reason.RENDER_ERROR else None)
 
     async def _near_duplicate_of(self, page: ParsedPage, simhash: int) -> str | None:
         """The URL of an indexed page that ``page`` nearly duplicates, or None; a page

@@ -74,10 +74,11 @@ ROBOTS_FAILURES = {
 }
 
 
-PageJudge = Callable[[FetchResult], Awaitable[StatusUpdate]]
+PageJudge = Callable[[FetchResult], Awaitable[StatusUpdate | None]]
 """Parses a stored page, publishes what it leads to (outlinks, page record) and returns
 its verdict: the fetcher's ``judge`` in cluster mode with ``parse_inline`` (composed in
-:mod:`crawler.inline` from the parser and dedup stages)."""
+:mod:`crawler.inline` from the parser and dedup stages); None when a later stage
+(the render service) sends the verdict."""
 
 
 @dataclass(slots=True)
@@ -193,11 +194,12 @@ class FetcherStage:
             fetched = result
             verdict = await while_down(lambda: self._judge(fetched),
                                        f"parsing and judging {task.url}")
-            result = msgspec.structs.replace(result, verdict=verdict)
+            if verdict is not None:
+                result = msgspec.structs.replace(result, verdict=verdict)
         self._remember(task.task_id, result)
         return result
 
-    async def _judge(self, result: FetchResult) -> StatusUpdate:
+    async def _judge(self, result: FetchResult) -> StatusUpdate | None:
         assert self.judge is not None
         try:
             return await self.judge(result)

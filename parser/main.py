@@ -17,7 +17,9 @@ async def run(settings: Settings) -> None:
     blobs = make_blobs(settings, writer)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")
-    stage = ParserStage(settings, bus, blobs, archive, metrics=metrics)
+    # with rendering on, pages the render rules choose go to the render service
+    stage = ParserStage(settings, bus, blobs, archive, metrics=metrics,
+                        defer_render=settings.render.enabled)
 
     async def stop() -> None:
         await bus.stop()

@@ -20,16 +20,19 @@ it held (``detail``).
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 
 from common import minhash, urls
 from common.adapters.handling import while_down
-from common.archive import ArchiveWriter, TextFields, Written, read_response
+from common.archive import ArchiveWriter, StoredResponse, TextFields, Written, read_response
 from common.messages import (
     Discovered,
     FetchOutcome,
@@ -43,7 +46,8 @@ from common.messages import (
 )
 from common.metrics import Metrics
 from common.pagework import PageJobTimeoutError, PageWork, ThreadPageWork, WorkContext
-from common.ports import BlobStore, Bus, Delivery
+from common.ports import BlobStore, Bus, Delivery, StateStore
+from common.rendering import RenderRules, RenderWhy, ShellSignal, count_scripts, render_decision
 from common.settings import Settings
 from common.simhash import simhash64
 from common.sitemaps import SitemapRead, read_sitemap, vouched_hosts
@@ -62,6 +66,33 @@ TEXT_MEMORY = 50_000
 MAX_LINKS_PER_MESSAGE = 2_000  # URLs of a sitemap per Discovered message
 MAX_MESSAGE_BYTES = 512 * 1024  # and about this many bytes of JSON (Kafka takes 1 MB)
 LINK_OVERHEAD = 120  # bytes of a link's JSON besides its URL and source
+
+
+@dataclass(frozen=True, slots=True)
+class ToRender:
+    """A page the render rules chose: what a browser needs to load it again."""
+
+    why: RenderWhy
+    url: str
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    record_id: str  # the response record the rendered DOM refers to
+
+
+class RenderedDom(Protocol):
+    @property
+    def html(self) -> str: ...
+
+    def fields(self) -> dict[str, str]: ...
+
+
+class PageRenderer(Protocol):
+    """Loads a page in a browser (:class:`render.browser.ChromiumRenderer`)."""
+
+    async def render_page(self, page: ToRender, *, delay: float) -> RenderedDom:
+        """The DOM the page's scripts built; raises on any failure."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +135,26 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
 class ParserStage:
     def __init__(self, settings: Settings, bus: Bus, blobs: BlobStore,
                  archive: ArchiveWriter, *, metrics: Metrics | None = None,
-                 work: PageWork | None = None) -> None:
+                 work: PageWork | None = None, renderer: PageRenderer | None = None,
+                 defer_render: bool = False, render_all: bool = False,
+                 control: StateStore | None = None) -> None:
         self.settings = settings
         self.bus = bus
+        # pages the render rules choose are loaded in a browser (docs/rendering.md): by
+        # ``renderer`` here, or (``defer_render``, cluster mode) handed to the render
+        # service on topic render, which parses, judges and sends their verdict
+        self.renderer = renderer
+        self.defer_render = defer_render and renderer is None
+        # the render service: every page it is handed was chosen already
+        self.render_all = render_all and renderer is not None
+        # the operator's render rules (PUT /v1/render), read from the store's control
+        # row at most every CRAWLER_CRAWL_CONTROL_INTERVAL seconds
+        self.control = control
+        self._operator: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        self._operator_read = -math.inf
+        self.deferred = 0
+        self.rendered = 0
+        self.render_failed = 0
         self.blobs = blobs
         self.archive = archive
         # where pages are parsed: worker threads here, or worker processes
@@ -132,11 +180,15 @@ class ParserStage:
         if result.verdict is not None:
             return  # parsed and judged by its fetcher (parse_inline)
         page = await self.parse(result, result.record)
+        if page is None:
+            return  # handed to the render service
         # parsed and its text archived: a bus outage waits here rather than parse again
         await while_down(lambda: self.bus.publish(Topic.PARSED, page.host, page),
                          f"publishing the parse of {page.url}")
 
-    async def parse(self, result: FetchResult, record: RecordPointer) -> ParsedPage:
+    async def parse(self, result: FetchResult, record: RecordPointer) -> ParsedPage | None:
+        """The page's parse; None when it was handed to the render service (then that
+        service sends its verdict)."""
         task = result.task
         base = ParsedPage(url=task.url, host=task.host, depth=task.depth,
                           priority=task.priority, status=result.status,
@@ -150,14 +202,42 @@ class ParserStage:
             record = result.payload_record
         if task.kind is TaskKind.SITEMAP:
             return await self._sitemap(result, record, base)
+        key = (record.file, record.offset)
+        render_error: str | None = None
+        rendered: RecordPointer | None = None
         try:
             # one hop to a worker for the whole page: each hop costs the event loop a
             # wake-up, and these steps always run together
             # a page delivered again (a retry, a redelivery after a rebalance) keeps the
             # conversion record written the first time: one per response record
-            key = (record.file, record.offset)
-            found, text_written, simhash, sketch, elapsed = await self.work.run(
-                parse_job, result, record, text_written=self._texts.get(key))
+            render = self.renderer is not None or self.defer_render
+            found, text_written, simhash, sketch, elapsed, to_render = await self.work.run(
+                parse_job, result, record, text_written=self._texts.get(key),
+                render=render, render_all=self.render_all,
+                operator=await self._operator_rules() if render else ((), ()))
+            if to_render is not None and self.renderer is None:
+                self.deferred += 1
+                await while_down(lambda: self.bus.publish(Topic.RENDER, task.host, result),
+                                 f"handing {task.url} to the render service")
+                return None
+            if to_render is not None:
+                assert self.renderer is not None
+                try:
+                    dom = await self.renderer.render_page(to_render, delay=task.delay)
+                except Exception as exc:
+                    # a recorded outcome (render_error); the plain parse stands
+                    self.render_failed += 1
+                    render_error = f"{type(exc).__name__}: {exc}"
+                    log.warning("rendering %s failed: %s", task.url, exc)
+                    found, text_written, simhash, sketch, elapsed, _ = await self.work.run(
+                        parse_job, result, record, text_written=self._texts.get(key))
+                else:
+                    self.rendered += 1
+                    (found, rendered, text_written, simhash, sketch,
+                     elapsed) = await self.work.run(
+                        rendered_job, result, to_render.record_id, dom.html, dom.fields(),
+                        text_written=self._texts.get(key))
+            assert text_written is not None
             self._remember_text(key, text_written)
         except Exception as exc:  # a hostile page must end as a recorded outcome
             self.failed += 1
@@ -179,8 +259,24 @@ class ParserStage:
             language=found.signals.language,
             language_confidence=(None if found.signals.language is None
                                  else found.signals.language_confidence),
-            boilerplate_ratio=found.signals.boilerplate_ratio)
+            boilerplate_ratio=found.signals.boilerplate_ratio,
+            rendered=rendered, render_error=render_error)
 
+    async def _operator_rules(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The operator's render hosts and patterns (cached; the last ones known while
+        the store does not answer)."""
+        if self.control is None:
+            return self._operator
+        now = time.monotonic()
+        if now - self._operator_read >= self.settings.crawl.control_interval:
+            self._operator_read = now
+            try:
+                row = await self.control.get_control()
+            except Exception as exc:  # an outage: keep the rules known
+                log.warning("reading the operator's render rules failed: %r", exc)
+            else:
+                self._operator = (tuple(row.render_hosts), tuple(row.render_patterns))
+        return self._operator
 
     async def _sitemap(self, result: FetchResult, record: RecordPointer,
                        base: ParsedPage) -> ParsedPage:
@@ -263,14 +359,23 @@ def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) ->
 
 
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
-              text_written: Written | None = None
-              ) -> tuple[Extracted, Written, int | None, bytes | None, float]:
+              text_written: Written | None = None, render: bool = False,
+              render_all: bool = False,
+              operator: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+              ) -> tuple[Extracted, Written | None, int | None, bytes | None, float,
+                         ToRender | None]:
     """Page work: read the stored response, analyse it, write its text record and
     fingerprint the text. Returns the analysis, the text record, the SimHash and the
-    MinHash sketch (both None for a text without words) and the seconds spent reading
-    and analysing. With
+    MinHash sketch (both None for a text without words), the seconds spent reading
+    and analysing, and None. With
     ``text_written`` (the page's conversion record from an earlier delivery) no text
-    record is written again."""
+    record is written again.
+
+    With ``render``, a page the render rules choose (:mod:`common.rendering`) is not
+    finished here: the last item is then what a browser needs to load it, and there is
+    no text record and no SimHash yet. ``render_all``: every HTML page is chosen (the
+    render service, whose pages a parser chose already). ``operator``: the hosts and
+    patterns of the control API's render rules."""
     task = result.task
     started = time.perf_counter()
     stored = ctx.recall(record) or read_response(ctx.blobs, record)
@@ -280,13 +385,64 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
                     product_token=ctx.settings.crawl.user_agent_product,
                     tracking=ctx.tracking)
     elapsed = time.perf_counter() - started
+    if render and _is_html(content_type):
+        signal = ShellSignal(text_chars=len(found.text), links=len(found.links),
+                             scripts=count_scripts(stored.body))
+        why = render_decision(task.url, signal, _render_rules(ctx.settings, *operator))
+        if why is RenderWhy.NO and render_all:
+            why = RenderWhy.HANDED
+        if why is not RenderWhy.NO:
+            return found, None, None, None, elapsed, _to_render(why, task.url, stored)
     if text_written is None:
         text_written = ctx.archive.write_text(
             url=task.url, text=found.text, fetched_at=result.fetched_at,
             refers_to_record_id=stored.record_id, signals=text_fields(found.signals))
     simhash = simhash64(found.text) if found.text.strip() else None
     sketch = minhash.sketch(found.text) if simhash is not None else None
-    return found, text_written, simhash, sketch or None, elapsed
+    return found, text_written, simhash, sketch or None, elapsed, None
+
+
+def rendered_job(ctx: WorkContext, result: FetchResult, record_id: str, html: str,
+                 fields: dict[str, str], *, text_written: Written | None = None
+                 ) -> tuple[Extracted, RecordPointer, Written, int | None, bytes | None,
+                            float]:
+    """Page work: archive the DOM a browser built (a conversion record that refers to
+    the response ``record_id``), analyse it like a fetched page, write its text record
+    (referring to the rendered record) and fingerprint the text. Returns the analysis,
+    the rendered record, the text record, the SimHash, the MinHash sketch and the
+    seconds spent."""
+    task = result.task
+    started = time.perf_counter()
+    dom = ctx.archive.write_rendered(url=task.url, html=html, rendered_at=time.time(),
+                                     refers_to_record_id=record_id, fields=fields)
+    found = analyse(html.encode("utf-8", "replace"), "text/html; charset=utf-8", task.url,
+                    x_robots_tag=result.x_robots_tag,
+                    product_token=ctx.settings.crawl.user_agent_product,
+                    tracking=ctx.tracking)
+    elapsed = time.perf_counter() - started
+    if text_written is None:
+        text_written = ctx.archive.write_text(
+            url=task.url, text=found.text, fetched_at=result.fetched_at,
+            refers_to_record_id=dom.record_id, signals=text_fields(found.signals))
+    simhash = simhash64(found.text) if found.text.strip() else None
+    sketch = minhash.sketch(found.text) if simhash is not None else None
+    return found, dom.pointer, text_written, simhash, sketch or None, elapsed
+
+
+@functools.lru_cache(maxsize=8)
+def _render_rules(settings: Settings, hosts: tuple[str, ...],
+                  patterns: tuple[str, ...]) -> RenderRules:
+    return RenderRules.from_settings(settings.render, hosts=hosts, patterns=patterns)
+
+
+def _is_html(content_type: str | None) -> bool:
+    media = (content_type or "text/html").split(";", 1)[0].strip().lower()
+    return media in HTML_TYPES
+
+
+def _to_render(why: RenderWhy, url: str, stored: StoredResponse) -> ToRender:
+    return ToRender(why=why, url=url, status=stored.status, headers=stored.headers,
+                    body=stored.body, record_id=stored.record_id)
 
 
 def text_fields(signals: TextSignals) -> TextFields:

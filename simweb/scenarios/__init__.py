@@ -9,6 +9,7 @@ writes the JSON again, and a test keeps the two equal).
 from __future__ import annotations
 
 import functools
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -25,8 +26,8 @@ from simweb.model import (
 from simweb.model import scenario_from_json as _from_json
 from simweb.text import rng_for
 
-__all__ = ["build_features", "build_seed", "build_sitemaps", "features", "generated", "load",
-           "seed", "sitemaps"]
+__all__ = ["build_features", "build_rendering", "build_seed", "build_sitemaps", "features",
+           "generated", "load", "rendering", "seed", "sitemaps"]
 
 SEED_STORIES = 30
 SEED_ITEMS = 20
@@ -247,6 +248,114 @@ def sitemaps() -> Scenario:
     """The sitemap scenario (see :func:`build_sitemaps`)."""
     return build_sitemaps()
 
+RENDER_ITEMS = 3
+
+# spa.test's scripts (verbatim; links are relative, so the server's port needs no help)
+_APP_JS = """
+fetch('/api/items.json').then(function (r) { return r.json(); }).then(function (data) {
+  var app = document.getElementById('app');
+  var h = document.createElement('h1');
+  h.textContent = data.title;
+  app.appendChild(h);
+  var p = document.createElement('p');
+  p.textContent = data.intro;
+  app.appendChild(p);
+  var ul = document.createElement('ul');
+  data.items.forEach(function (item) {
+    var li = document.createElement('li');
+    var a = document.createElement('a');
+    a.href = item.href;
+    a.textContent = item.name;
+    li.appendChild(a);
+    ul.appendChild(li);
+  });
+  app.appendChild(ul);
+  var about = document.createElement('a');
+  about.href = '/about';
+  about.textContent = 'About this shop';
+  app.appendChild(about);
+});
+"""
+
+_TRACKER_JS = """
+document.addEventListener('DOMContentLoaded', function () {
+  var leak = document.createElement('a');
+  leak.href = '/private/leak';
+  document.body.appendChild(leak);
+});
+"""
+
+_HOG_JS = """
+var keep = [];
+for (;;) { keep.push(new Array(1000000).fill(keep.length)); }
+"""
+
+
+def _shell(*scripts: str, inline: str = "") -> str:
+    tags = "".join(f'<script src="{src}"></script>\n' for src in scripts)
+    if inline:
+        tags += f"<script>{inline}</script>\n"
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<title>Loading</title>\n"
+            '<link rel="stylesheet" href="/style.css">\n' + tags + "</head>\n<body>\n"
+            '<img src="/logo.png" alt="">\n<div id="app"></div>\n'
+            "<noscript>This shop needs JavaScript.</noscript>\n</body>\n</html>\n")
+
+
+def _escapes(origin: str) -> str:
+    """Ways a page's script may try to reach ``origin`` besides a script tag."""
+    ws = "ws" + origin[len("http"):]
+    return (f"try {{ new WebSocket('{ws}/ws'); }} catch (e) {{}}\n"
+            f"new Image().src = '{origin}/beacon.gif';\n"
+            f"try {{ navigator.sendBeacon('{origin}/beacon'); }} catch (e) {{}}\n")
+
+
+def build_rendering(forbidden: str = "http://127.0.0.2") -> Scenario:
+    """Pages that build their content and links with JavaScript (docs/rendering.md).
+
+    spa.test's home page is an empty shell: its script fetches /api/items.json and
+    builds the links to /item/1..3 and /about from it. The shell also loads a script
+    robots.txt disallows (/private/tracker.js, which would add /private/leak), a script
+    at ``forbidden`` (an origin the SSRF guard refuses), a style sheet and an image, and
+    an inline script tries a WebSocket, an image beacon and sendBeacon to ``forbidden``;
+    a crawler that renders safely requests none of those. /about links to /plain, a
+    page with text, links and a script (no shell: not rendered automatically), and
+    /hog is a shell whose script allocates without end (a page over its memory cap).
+    """
+    items = [{"name": f"Item {n}", "href": f"/item/{n}"} for n in range(1, RENDER_ITEMS + 1)]
+    data = json.dumps({"title": "Script Shop", "items": items,
+                       "intro": "Everything on this page was built by a script."})
+    js = "application/javascript; charset=utf-8"
+    pages = [
+        Page(path="/", body=_shell("/app.js", "/private/tracker.js", f"{forbidden}/steal.js",
+                                   inline=_escapes(forbidden))),
+        Page(path="/app.js", content_type=js, body=_APP_JS),
+        Page(path="/private/tracker.js", content_type=js, body=_TRACKER_JS),
+        Page(path="/private/leak", words=50),
+        Page(path="/api/items.json", content_type="application/json", body=data),
+        Page(path="/style.css", content_type="text/css", body="body { color: #222; }\n"),
+        Page(path="/logo.png", content_type="image/png", body="not really a png"),
+        *[Page(path=f"/item/{n}", words=200, links=("/",)) for n in range(1, RENDER_ITEMS + 1)],
+        Page(path="/about", words=150, links=("/", "/plain")),
+        Page(path="/plain", body=("<!DOCTYPE html>\n<html><head><title>Plain</title>"
+                                  "<script>var x = 1;</script></head><body><h1>Plain"
+                                  "</h1><p>" + "A page that needs no script at all. " * 12
+                                  + '</p><a href="/">Home</a> <a href="/about">About'
+                                  "</a> <a href=\"/item/1\">One</a></body></html>\n")),
+        Page(path="/hog", body=_shell("/hog.js")),
+        Page(path="/hog.js", content_type=js, body=_HOG_JS),
+    ]
+    spa = Host(name="spa.test", robots=Robots(disallow=("/private/",)), pages=tuple(pages))
+    return Scenario(name="rendering", seed=7, hosts=(spa,), seeds=("http://spa.test/",),
+                    description="Pages built by JavaScript: links from a script and an XHR, "
+                                "a script robots.txt disallows, one at a forbidden address, "
+                                "a style sheet and an image, a page over its memory cap.")
+
+
+@functools.cache
+def rendering() -> Scenario:
+    """The rendering scenario (see :func:`build_rendering`)."""
+    return build_rendering()
+
 
 def _shipped(name: str) -> bytes:
     return resources.files(__package__).joinpath(f"{name}.json").read_bytes()
@@ -336,7 +445,7 @@ def generated(hosts: int, pages_per_host: int, seed: int, links_per_page: int = 
                     hosts=tuple(host_specs), seeds=tuple(f"http://{n}/" for n in names))
 
 
-_BUILTIN = {"seed": seed, "features": features, "sitemaps": sitemaps}
+_BUILTIN = {"seed": seed, "features": features, "sitemaps": sitemaps, "rendering": rendering}
 
 
 def load(name: str) -> Scenario:

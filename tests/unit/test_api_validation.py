@@ -224,3 +224,22 @@ def test_the_api_service_needs_a_port_and_a_token() -> None:
     with pytest.raises(SettingsError, match="CRAWLER_API_TOKEN"):
         check_service_settings(Settings().replace(api={"port": 8080}))
     check_service_settings(Settings().replace(api={"port": 8080, "token": "t"}))
+
+
+def test_render_rules_are_checked_and_normalised() -> None:
+    from crawler.api import ApiError, with_render_rules
+
+    control = with_render_rules(CrawlControl(), b'{"hosts": ["Spa.Test.", ".cdn.test", '
+                                b'"spa.test"], "patterns": ["^/app", "^/app"]}', 5.0)
+    assert control.render_hosts == ["spa.test", ".cdn.test"]
+    assert control.render_patterns == ["^/app"]
+    assert control.updated_at == 5.0
+    for body, status in ((b'{"hosts": ["a b"], "patterns": []}', 422),
+                         (b'{"hosts": ["http://x/"], "patterns": []}', 422),
+                         (b'{"hosts": [], "patterns": ["(a)\\\\1"]}', 422),
+                         (b'{"hosts": []}', 422),
+                         (b'{"hosts": [], "patterns": [], "x": 1}', 422),
+                         (b'not json', 400)):
+        with pytest.raises(ApiError) as info:
+            with_render_rules(CrawlControl(), body, 0.0)
+        assert info.value.status == status, body

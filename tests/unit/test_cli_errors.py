@@ -90,6 +90,18 @@ def test_junk_settings_exit_2_naming_the_variable_and_create_nothing(
     assert not out.exists()
 
 
+def test_rendering_without_a_browser_exits_2_and_creates_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CRAWLER_RENDER_ENABLED", "true")
+    monkeypatch.setenv("CRAWLER_RENDER_BROWSER", str(tmp_path / "no-such-chromium"))
+    out = tmp_path / "out"
+    code, err = run(["crawl", SEED, "--out", str(out), "--no-progress"], capsys)
+    assert code == 2, err
+    assert "CRAWLER_RENDER_ENABLED: no Chromium found" in err
+    assert not out.exists()
+
+
 def test_an_output_folder_that_is_a_file_is_refused(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     file = tmp_path / "passwd"

@@ -7,7 +7,7 @@ import tomllib
 
 from tests.conftest import ROOT
 
-PACKAGES = ("common", "frontier", "fetcher", "parser", "dedup", "simweb", "crawler")
+PACKAGES = ("common", "frontier", "fetcher", "parser", "dedup", "simweb", "crawler", "render")
 
 #: Distribution name -> module it is imported as, where the two differ.
 MODULE = {"ada-url": "ada_url", "prometheus-client": "prometheus_client",
@@ -37,6 +37,7 @@ def test_every_runtime_dependency_is_imported() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     names = _requirements(project["dependencies"])
     names += _requirements(project["optional-dependencies"]["cluster"])
+    names += _requirements(project["optional-dependencies"]["render"])
     imported = _imported_modules()
     unused = [n for n in names
               if n not in INDIRECT and MODULE.get(n, n.replace("-", "_")) not in imported]

@@ -1,0 +1,49 @@
+"""``python -m render``: one render instance (cluster mode; docs/rendering.md)."""
+
+from __future__ import annotations
+
+from common.archive import ArchiveWriter
+from common.messages import Topic
+from common.metrics import Metrics
+from common.runtime import make_blobs, make_bus, make_store, run_service, writer_id
+from common.settings import Settings
+from fetcher.gate import HostGate
+from fetcher.http import HttpFetcher
+from fetcher.robots_cache import RobotsCache
+from render.browser import ChromiumRenderer, render_problem
+from render.service import RenderStage
+
+
+async def run(settings: Settings) -> None:
+    problem = render_problem(settings)
+    if problem:
+        raise RuntimeError(problem)
+    metrics = Metrics.create(roles=("parser", "dedup"))
+    writer = writer_id("render")
+    bus = make_bus(settings, metrics=metrics)
+    store = make_store(settings, metrics=metrics)
+    blobs = make_blobs(settings, writer)
+    archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
+                            cdx_name=f"index-{writer}.cdxj")
+    http = HttpFetcher(settings)
+    await store.open()
+    await http.start()
+    # the browser's requests: the SSRF guard, robots.txt from the shared store, and a
+    # gate of this instance's own (it keeps each host's delay among the requests of the
+    # pages rendered here; the fetchers keep theirs)
+    renderer = ChromiumRenderer(settings, http=http, robots=RobotsCache(store, http, settings),
+                                gate=HostGate(), metrics=metrics.parser)
+    stage = RenderStage(settings, bus, store, blobs, archive, renderer, metrics=metrics)
+
+    async def stop() -> None:
+        await bus.stop()
+        await renderer.close()
+        await http.close()
+        blobs.flush()
+        blobs.close()
+        await store.close()
+
+    await run_service("render", [
+        bus.consume("render", (Topic.RENDER,), stage.handle,
+                    concurrency=settings.render.concurrency),
+    ], stop, settings=settings, metrics=metrics)

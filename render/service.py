@@ -1,0 +1,52 @@
+"""The render stage of a cluster: pages the render rules chose in, verdicts out.
+
+With ``CRAWLER_RENDER_ENABLED`` a cluster's parser (the fetcher's inline one, or the
+parser service) hands a page the rules choose to topic ``render`` (its fetch result,
+keyed by host) instead of parsing it. This stage consumes that topic: it reads the
+stored response back by pointer, loads it in headless Chromium
+(:class:`render.browser.ChromiumRenderer`), archives the DOM, parses and judges it with
+the same parser and dedup stages as everywhere else, and sends the verdict to the
+frontier on topic ``status`` (the frontier waits for it as for any later stage's). A
+failed rendering keeps the plain parse and ends as ``render_error``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from common.adapters.handling import while_down
+from common.archive import ArchiveWriter
+from common.messages import FetchOutcome, FetchResult, Topic
+from common.metrics import Metrics
+from common.ports import BlobStore, Bus, Delivery, StateStore
+from common.settings import Settings
+from dedup.service import DedupStage
+from parser.service import PageRenderer, ParserStage
+
+log = logging.getLogger(__name__)
+
+
+class RenderStage:
+    def __init__(self, settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore,
+                 archive: ArchiveWriter, renderer: PageRenderer, *,
+                 metrics: Metrics | None = None) -> None:
+        self.bus = bus
+        # every page handed here is rendered: the parser that handed it chose it (this
+        # service's own rules might differ)
+        self.parser = ParserStage(settings, bus, blobs, archive, metrics=metrics,
+                                  renderer=renderer, render_all=True)
+        self.dedup = DedupStage(settings, bus, store, metrics=metrics,
+                                link_linger=settings.dedup.link_linger)
+
+    async def handle(self, delivery: Delivery) -> None:
+        result = delivery.message
+        if not isinstance(result, FetchResult):
+            raise TypeError(f"render cannot handle {type(result).__name__}")
+        if result.outcome is not FetchOutcome.OK or result.record is None:
+            return
+        page = await self.parser.parse(result, result.record)
+        assert page is not None  # this stage renders itself: nothing is handed on
+        verdict = await while_down(lambda: self.dedup.judge(page),
+                                   f"judging the rendered {page.url}")
+        await while_down(lambda: self.bus.publish(Topic.STATUS, page.host, verdict),
+                         f"publishing the verdict of {page.url}")
