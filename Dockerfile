@@ -22,6 +22,7 @@ COPY frontier ./frontier
 COPY fetcher ./fetcher
 COPY parser ./parser
 COPY dedup ./dedup
+COPY render ./render
 COPY crawler ./crawler
 COPY simweb ./simweb
 RUN /opt/crawler/bin/pip install ".[cluster,s3]" \
