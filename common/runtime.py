@@ -183,7 +183,7 @@ SERVICE_HELP = {
     "dedup": "One dedup instance: exact and near-duplicate verdicts, and the outlinks of "
              "unique pages.",
     "api": "The control API (needs CRAWLER_API_PORT and CRAWLER_API_TOKEN).",
-    "render": "One render instance (python -m render): loads the pages the render rules "
+    "render": "One render instance: loads the pages the render rules "
               "chose in headless Chromium, parses and judges the DOM their scripts built "
               "(docs/rendering.md).",
 }

@@ -366,6 +366,9 @@ class RenderSettings:
     shell_min_scripts: int = _f(1, "...and at least this many <script> elements.", minimum=0)
     browser: str = _f("", "Chromium executable; empty: chromium (or chromium-browser, "
                       "google-chrome) on the PATH.")
+    sandbox: bool = _f(True, "Run Chromium in its own sandbox (off as root, where it "
+                       "refuses to start). false: --no-sandbox, for containers without "
+                       "user namespaces; the container's isolation then stands in for it.")
     page_timeout: float = _f(15.0, "Seconds a page may take to load and settle in the "
                              "browser; then it is abandoned (render_error).", minimum=0.1)
     settle_ms: int = _f(300, "Milliseconds to wait after the load event for scripts to "

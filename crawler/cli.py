@@ -134,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-ROLES = ("frontier", "fetcher", "parser", "dedup", "api")
+ROLES = ("frontier", "fetcher", "parser", "dedup", "api", "render")
 
 
 def _api_options(p: argparse.ArgumentParser, *, required: bool = False) -> None:
@@ -406,7 +406,7 @@ def _run_role(role: str, settings: Settings) -> int:
     from common.runtime import service_main
 
     runs = {"frontier": "frontier.main", "fetcher": "fetcher.main", "parser": "parser.main",
-            "dedup": "dedup.main", "api": "crawler.api"}
+            "dedup": "dedup.main", "api": "crawler.api", "render": "render.main"}
     module = importlib.import_module(runs[role])
     return service_main(role, module.run)
 

@@ -266,8 +266,10 @@ class ChromiumRenderer:
             f"--js-flags=--max-old-space-size={self.rs.js_heap_mb}",
             "--blink-settings=imagesEnabled=false",
         ]
-        if os.geteuid() == 0:
-            args.append("--no-sandbox")  # Chromium's sandbox refuses to run as root
+        if os.geteuid() == 0 or not self.rs.sandbox:
+            # Chromium's sandbox refuses to run as root; a container without user
+            # namespaces cannot give it one (CRAWLER_RENDER_SANDBOX=false)
+            args.append("--no-sandbox")
         args.append("about:blank")
         proc = await asyncio.create_subprocess_exec(
             *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,

@@ -76,12 +76,16 @@ PROMETHEUS_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 CHART = ROOT / "deploy" / "helm" / "crawler"
 VALUES_SCHEMA = CHART / "values.schema.json"
 
-ROLES = ("frontier", "fetcher", "parser", "dedup", "api")
+ROLES = ("frontier", "fetcher", "parser", "dedup", "api", "render")
 # The fetchers parse and judge the pages by default (CRAWLER_FETCHER_PARSE_INLINE); the
 # parser and dedup roles run only with it false: in compose in this profile, in the
 # chart with services.parser/dedup.enabled.
 SEPARATE_PARSE_ROLES = ("parser", "dedup")
-DEFAULT_ROLES = tuple(r for r in ROLES if r not in SEPARATE_PARSE_ROLES)
+# The render role runs only with CRAWLER_RENDER_ENABLED (compose profile render, chart
+# services.render.enabled), from the image with a browser (Dockerfile target render).
+RENDER_ROLE = "render"
+RENDER_PROFILE = "render"
+DEFAULT_ROLES = tuple(r for r in ROLES if r not in SEPARATE_PARSE_ROLES and r != RENDER_ROLE)
 SEPARATE_PARSE_PROFILE = "separate-parse"
 PARSE_INLINE = "CRAWLER_FETCHER_PARSE_INLINE"
 LIVENESS_PATH = "/healthz"
@@ -448,6 +452,16 @@ def compose_problems(doc: Mapping[str, Any], *, demo: bool = False,
                 problems.append(f"compose service {name}: must be in profile "
                                 f"{SEPARATE_PARSE_PROFILE} only (by default the fetchers "
                                 "parse and judge the pages)")
+    if RENDER_ROLE not in defined:
+        problems.append(f"compose: no service runs `crawler {RENDER_ROLE}` (profile "
+                        f"{RENDER_PROFILE})")
+    for name in defined.get(RENDER_ROLE, []):
+        if _profiles_of(crawler[name]) != [RENDER_PROFILE]:
+            problems.append(f"compose service {name}: must be in profile {RENDER_PROFILE} "
+                            "only (rendering is off by default)")
+        if (crawler[name].get("build") or {}).get("target") != RENDER_ROLE:
+            problems.append(f"compose service {name}: must build the Dockerfile's target "
+                            f"{RENDER_ROLE} (the image with a browser)")
     for name in crawler:
         if _role_of(crawler[name]) in DEFAULT_ROLES and _profiles_of(crawler[name]):
             problems.append(f"compose service {name}: must run in every profile")
@@ -482,7 +496,8 @@ def compose_problems(doc: Mapping[str, Any], *, demo: bool = False,
         where = f"compose service {name}"
         env = _mapping_env(svc.get("environment"))
         problems += settings_problems(where, env)
-        images.add(svc.get("image"))
+        if _role_of(svc) != RENDER_ROLE:  # the render role's image adds a browser
+            images.add(svc.get("image"))
         depends = svc.get("depends_on") or {}
         for dep in ("kafka", "cassandra"):
             cond = depends.get(dep, {}).get("condition") if isinstance(depends, dict) else None
@@ -743,8 +758,13 @@ def dockerfile_problems() -> Problems:
     lines = [ln.strip() for ln in re.sub(r"\\\n", " ", text).splitlines()
              if ln.strip() and not ln.strip().startswith("#")]
     froms = [ln.split()[1] for ln in lines if ln.upper().startswith("FROM ")]
-    if not froms or any(f != "python:3.11-slim" for f in froms):
-        problems.append(f"Dockerfile: every stage must build FROM python:3.11-slim, not {froms}")
+    stages = [ln.split()[3] for ln in lines
+              if ln.upper().startswith("FROM ") and len(ln.split()) == 4
+              and ln.split()[2].upper() == "AS"]
+    bases = [f for f in froms if f not in stages]  # a stage may build on an earlier one
+    if not froms or any(f != "python:3.11-slim" for f in bases):
+        problems.append(f"Dockerfile: every stage must build FROM python:3.11-slim (or an "
+                        f"earlier stage), not {froms}")
     final = lines[max(i for i, ln in enumerate(lines) if ln.upper().startswith("FROM ")):]
     users = [ln.split()[1] for ln in final if ln.upper().startswith("USER ")]
     if not users or users[-1].split(":")[0] in ("root", "0"):
@@ -966,7 +986,8 @@ def manifest_problems(docs: list[dict[str, Any]], *, kube_version: str,
             problems.append(f"{where}: role {role} also runs in {roles_seen[role]}")
         else:
             roles_seen[role] = name
-        images.add(c.get("image", ""))
+        if role != RENDER_ROLE:  # the render role's image adds a browser
+            images.add(c.get("image", ""))
 
         env: dict[str, str] = {}
         secret_vars: set[str] = set()

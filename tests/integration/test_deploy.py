@@ -387,6 +387,32 @@ def test_chart_renders_parse_inline_true_with_either(helm: Path, kube: str,
     assert cd.manifest_problems(docs, kube_version=kube) == []
 
 
+@pytest.mark.parametrize(("values", "message"), [
+    ({"settings": {"render": {"enabled": True}}}, "set services.render.enabled to true"),
+    ({"services": {"render": {"enabled": True}}}, "set settings.render.enabled to true"),
+])
+def test_chart_refuses_render_on_one_side_only(helm: Path, kube: str, tmp_path: Path,
+                                               values: dict[str, Any], message: str) -> None:
+    with pytest.raises(cd.DeployError, match=re.escape(message)):
+        _render(helm, kube, [_values_file(tmp_path, values)])
+
+
+def test_chart_renders_the_render_role_with_its_browser_image(helm: Path, kube: str,
+                                                              tmp_path: Path) -> None:
+    path = _values_file(tmp_path, {"settings": {"render": {"enabled": True}},
+                                   "services": {"render": {"enabled": True}}})
+    docs = _render(helm, kube, [path])
+    assert cd.manifest_problems(docs, kube_version=kube) == []
+    pod = _one(docs, "Deployment", "-render")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"].startswith("polite-crawler-render:")
+    assert container["args"] == ["render"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["CRAWLER_RENDER_SANDBOX"] == "false"
+    fetcher = _one(docs, "Deployment", "-fetcher")["spec"]["template"]["spec"]
+    assert fetcher["containers"][0]["image"].startswith("polite-crawler:")
+
+
 def test_fixed_replicas_values(helm: Path, kube: str) -> None:
     docs = _render(helm, kube, [cd.CHART / "ci" / "fixed-replicas-values.yaml"])
     assert not [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]

@@ -148,9 +148,17 @@ def test_every_crawler_service_shares_one_environment(compose: dict[str, Any]) -
     roles = {name: cd._role_of(svc) for name, svc in compose["services"].items()}
     crawler = [n for n, r in roles.items() if r]
     assert sorted(r for r in roles.values() if r) == sorted(
-        ["frontier", "fetcher", "fetcher", "parser", "dedup", "api"])
-    envs = [compose["services"][n]["environment"] for n in crawler]
+        ["frontier", "fetcher", "fetcher", "parser", "dedup", "api", "render"])
+    envs = [compose["services"][n]["environment"] for n in crawler if roles[n] != "render"]
     assert all(e == envs[0] for e in envs)
+    # the render service: the same settings, with rendering on and Chromium's own
+    # sandbox off (the container's stands in for it)
+    render = compose["services"]["render"]["environment"]
+    assert {k: v for k, v in render.items() if k not in ("CRAWLER_RENDER_ENABLED",
+                                                        "CRAWLER_RENDER_SANDBOX")} == {
+        k: v for k, v in envs[0].items() if k != "CRAWLER_RENDER_ENABLED"}
+    assert render["CRAWLER_RENDER_ENABLED"] == "true"
+    assert render["CRAWLER_RENDER_SANDBOX"] == "false"
     # settings, and the object store's keys (read by its client, not a setting)
     credentials = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
     assert set(envs[0]) - credentials <= set(variable_names())

@@ -1,6 +1,6 @@
 {{/* The roles this chart runs, one Deployment each: `crawler <role>`. */}}
 {{- define "crawler.roles" -}}
-frontier fetcher parser dedup api
+frontier fetcher parser dedup api render
 {{- end -}}
 
 {{- define "crawler.name" -}}
@@ -50,6 +50,12 @@ app.kubernetes.io/component: {{ .role }}
 
 {{- define "crawler.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- /* The render role's image: the crawler's plus a browser (Dockerfile target render). */ -}}
+{{- define "crawler.renderImage" -}}
+{{- $img := .Values.services.render.image -}}
+{{- printf "%s:%s" $img.repository (default .Chart.AppVersion $img.tag) -}}
 {{- end -}}
 
 {{- define "crawler.serviceAccountName" -}}
