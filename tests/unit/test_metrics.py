@@ -70,7 +70,7 @@ def test_no_exposed_series_carries_a_url_or_host_label() -> None:
     assert labels, "expected labelled series"
     assert not labels & FORBIDDEN_LABELS
     assert labels <= {"status_class", "outcome", "reason", "topic", "operation", "result",
-                      "kind", "le"}
+                      "kind", "le", "due"}
 
 
 @pytest.mark.parametrize(("status", "expected"), [
