@@ -60,16 +60,18 @@ CMD ["--help"]
 # --- render: the runtime with Debian's chromium (the render service's browser) -------
 FROM runtime AS render
 USER 0
-# the browser of the base image's Debian release, with its security updates
+# the browser of the base image's Debian release, with its security updates; libatomic1
+# for the Node.js driver of Playwright's client
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends chromium fonts-liberation \
+    && apt-get install -y --no-install-recommends chromium fonts-liberation libatomic1 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build-render /opt/crawler /opt/crawler
 # no user namespaces in a default container: Chromium runs without its own sandbox,
 # inside the container's (unprivileged user, no capabilities)
 ENV CRAWLER_RENDER_ENABLED=true \
-    CRAWLER_RENDER_SANDBOX=false
+    CRAWLER_RENDER_SANDBOX=false \
+    HOME=/tmp
 USER 10001:10001
 CMD ["render"]
 
