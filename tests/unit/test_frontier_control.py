@@ -4,8 +4,6 @@ patterns and pause from the store's control row."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -23,16 +21,6 @@ from common.messages import (
 from common.ports import CrawlControl, Delivery, HostState
 from common.settings import Settings
 from frontier.service import Frontier
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStateStore]:
-    s = SqliteStateStore(tmp_path / "state.sqlite")
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 def _settings() -> Settings:

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 
 from common.adapters.memory_bus import MemoryBus
 from common.adapters.sqlite_store import SqliteStateStore
@@ -19,16 +15,6 @@ from frontier.service import Frontier
 
 HOSTS = [f"h{i}.test" for i in range(8)]
 T0 = 1_900_000_000.0
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStateStore]:
-    s = SqliteStateStore(tmp_path / "state.sqlite")
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 async def test_refreshes_fall_due_while_running_for_the_owned_hosts_only(

@@ -5,7 +5,6 @@ the verdict to discovered and queued URLs, in embedded and cluster mode."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
@@ -249,16 +248,6 @@ def test_scope_updates_merge_and_are_checked() -> None:
 
 
 # ------------------------------------------------------------------ the frontier
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStateStore]:
-    s = SqliteStateStore(tmp_path / "state.sqlite")
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 def _settings(**scope: object) -> Settings:

@@ -8,8 +8,6 @@ run for minutes to years, so the pytest timeout below is what fails a regression
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -92,16 +90,6 @@ def test_ordinary_patterns_keep_their_meaning() -> None:
         compiled = compile_operator_pattern(pattern)
         assert compiled.search(hit) is not None, (pattern, hit)
         assert compiled.search(miss) is None, (pattern, miss)
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStateStore]:
-    s = SqliteStateStore(tmp_path / "state.sqlite")
-    await s.open()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 async def test_the_issue_pattern_neither_freezes_discovery_nor_dispatch(
