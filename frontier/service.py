@@ -372,12 +372,25 @@ class Frontier:
         every ``refresh.check_interval`` while it runs (:meth:`check_refreshes`)."""
         if self.settings.crawl.recrawl_interval <= 0:
             return
+        await self._refresh_owned(now, lock=False)
+
+    async def _refresh_owned(self, now: float, *, lock: bool) -> int:
+        """Queue the due refreshes of every owned host and note what is due when;
+        ``lock``: each host under the ownership gate (shared) and its own lock, for a
+        look while the crawl runs (at start and takeover the caller holds the gate)."""
         times: list[float | None] = []
         queued = 0
         for host in await self.store.hosts_with_status(UrlStatus.DONE):
-            if self.owns(host):
+            if not self.owns(host):
+                continue
+            if not lock:
                 queued += await self._refresh_host(host, now, times)
+                continue
+            async with self._gate.shared(), self._hosts.hold(host):
+                if self.owns(host):
+                    queued += await self._refresh_host(host, now, times)
         self._note_due(times, queued, now)
+        return queued
 
     async def check_refreshes(self, now: float | None = None) -> int:
         """Queue the stored pages whose refresh time has come while the crawl runs, each
@@ -386,15 +399,7 @@ class Frontier:
         if self.settings.crawl.recrawl_interval <= 0 or self._budget_spent:
             return 0
         now = self.clock() if now is None else now
-        times: list[float | None] = []
-        queued = 0
-        for host in await self.store.hosts_with_status(UrlStatus.DONE):
-            if not self.owns(host):
-                continue
-            async with self._gate.shared(), self._hosts.hold(host):
-                if self.owns(host):
-                    queued += await self._refresh_host(host, now, times)
-        self._note_due(times, queued, now)
+        queued = await self._refresh_owned(now, lock=True)
         self.counters.refresh_checks += 1
         if queued:
             self._wake.set()

@@ -4,7 +4,9 @@ Pages with ``change_every`` (see :class:`simweb.model.Page`) change on this cloc
 offset is the number of seconds held in a file (the same file the crawler reads with
 ``CRAWLER_CRAWL_CLOCK_OFFSET_FILE``), so both sides move through simulated days
 together without sleeping. The file is looked at on every call and read again when it
-changed; a missing file or one without a number means no offset.
+changed; a missing file or one without a number means no offset. It mirrors the
+crawler's ``common.clock.OffsetClock`` on purpose rather than importing it: the
+simulated web shares no code with the crawler it is there to test.
 """
 
 from __future__ import annotations
