@@ -107,6 +107,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, N
 from cassandra.policies import (
     ConstantReconnectionPolicy,
     DCAwareRoundRobinPolicy,
+    HostStateListener,
     TokenAwarePolicy,
 )
 from cassandra.query import (
@@ -446,6 +447,36 @@ class _RowCache:
         self.size = 0
 
 
+class _NodeWatch(HostStateListener):  # type: ignore[misc]
+    """Reports to ``DEPENDENCIES`` (and so ``/readyz``) when the driver finds no node up,
+    and when one comes back, whether or not this process was sending requests then: an
+    idle process (a fetcher waiting on politeness) knows of an outage too. Called from
+    the driver's threads; ``DEPENDENCIES`` is thread-safe."""
+
+    def __init__(self, hosts: Any) -> None:
+        self._lock = threading.Lock()
+        self._up = {h.endpoint for h in hosts if h.is_up is not False}
+
+    def on_up(self, host: Any) -> None:
+        with self._lock:
+            self._up.add(host.endpoint)
+        DEPENDENCIES.up(STORE)
+
+    def on_down(self, host: Any) -> None:
+        with self._lock:
+            self._up.discard(host.endpoint)
+            none_up = not self._up
+        if none_up:
+            DEPENDENCIES.down(STORE, f"no Cassandra node is up (the driver lost {host})")
+
+    def on_add(self, host: Any) -> None:
+        if host.is_up:
+            self.on_up(host)
+
+    def on_remove(self, host: Any) -> None:
+        self.on_down(host)
+
+
 class CassandraStateStore:
     """:class:`~common.ports.StateStore` over a Cassandra keyspace (cluster mode).
 
@@ -523,6 +554,7 @@ class CassandraStateStore:
             raise
         self._cluster, self._session = cluster, session
         self._slots = asyncio.Semaphore(self._max_concurrency)
+        cluster.register_listener(_NodeWatch(cluster.metadata.all_hosts()))
 
     async def _connect(self) -> tuple[Any, Any]:
         deadline = time.monotonic() + self._connect_timeout
