@@ -264,8 +264,10 @@ class FetcherStage:
         self.counters.pages += 1
         # the response is kept here and its storing tried again while the store is
         # down: the server sees one request, whatever the outage
+        written: list[Written] = []  # the body's records once written, for a retry
         result = await while_down(
-            lambda: self._result(task, resp, robots_fetched, decision.crawl_delay),
+            lambda: self._result(task, resp, robots_fetched, decision.crawl_delay,
+                                 written),
             f"storing {task.url}")
         return msgspec.structs.replace(result, sitemaps=sitemaps) if sitemaps else result
 
@@ -288,7 +290,11 @@ class FetcherStage:
         return gap
 
     async def _result(self, task: FetchTask, resp: Response, robots_fetched: bool,
-                      crawl_delay: float | None) -> FetchResult:
+                      crawl_delay: float | None, written: list[Written] | None = None
+                      ) -> FetchResult:
+        """The result of a response, its records written. ``written``: the body's
+        records from an earlier try of this call, which a later try does not write
+        again (an outage of the store between writing them and recording the copy)."""
         record = None
         payload = None
         digest = None
@@ -296,8 +302,9 @@ class FetcherStage:
         outcome = resp.outcome
         if outcome is FetchOutcome.OK:
             digest = content_hash(resp.body)
-            written, duplicate_of, payload = await self._store_body(task, resp, digest)
-            record = written.pointer
+            stored, duplicate_of, payload = await self._store_body(
+                task, resp, digest, [] if written is None else written)
+            record = stored.pointer
         elif outcome is FetchOutcome.NOT_MODIFIED:
             record = (await self._store_not_modified(task, resp)).pointer
         elif resp.status and not resp.body_refused:
@@ -314,7 +321,8 @@ class FetcherStage:
             body_bytes=len(resp.body), duplicate_of=duplicate_of, robots_crawl_delay=crawl_delay,
             robots_fetched=robots_fetched, error=resp.error)
 
-    async def _store_body(self, task: FetchTask, resp: Response, digest: str
+    async def _store_body(self, task: FetchTask, resp: Response, digest: str,
+                          written: list[Written]
                           ) -> tuple[Written, str | None, RecordPointer | None]:
         """Write a new body once; any later copy becomes a revisit record. Returns the
         record, the URL whose copy this is (another URL's) and, for a revisit of the
@@ -330,28 +338,42 @@ class FetcherStage:
         an earlier delivery of this task stored the body and its fetcher stopped
         before the page was parsed: the payload is named so that the page is parsed
         from it, or its links would never be followed. On a refresh the own copy is
-        the page last parsed, and the unchanged page is not parsed again."""
+        the page last parsed, and the unchanged page is not parsed again.
+
+        ``written`` holds the body's records once an earlier try wrote them (and then
+        failed to record the copy): a retry records or names that copy, never writes
+        the body a second time."""
         found = await self.store.content_holder(digest)
         holder_url, holder_record = found if found is not None else ("", None)
+        if written:
+            mine = written[0]
+            if holder_record is None:
+                await self.store.record_content(digest, task.url, mine.pointer)
+            self.counters.stored += 1
+            if holder_record is None or holder_record == mine.pointer:
+                return mine, None, None
+            # another URL's copy was recorded first: ours is stored in full, naming it
+            return mine, holder_url if holder_url != task.url else None, None
         if holder_record is not None:
-            written, duplicate_of = await self._store_revisit(task, resp, holder_url,
+            revisit, duplicate_of = await self._store_revisit(task, resp, holder_url,
                                                               holder_record)
             first_fetch = holder_url == task.url and task.previous_fetch_at is None
-            return written, duplicate_of, holder_record if first_fetch else None
+            return revisit, duplicate_of, holder_record if first_fetch else None
         writing = self._writing.get(digest)
         if writing is not None and writing != task.url:
-            written = await self._write_exchange(resp)
+            full = await self._write_exchange(resp)
             self.counters.stored += 1
-            return written, writing, None
+            return full, writing, None
         self._writing[digest] = task.url
         try:
-            written = await self._write_exchange(resp)
-            await self.store.record_content(digest, task.url, written.pointer)
+            mine = await self._write_exchange(resp)
+            written.append(mine)
+            await self.store.record_content(digest, task.url, mine.pointer)
         finally:
             if self._writing.get(digest) == task.url:
                 del self._writing[digest]
         self.counters.stored += 1
-        return written, None, None
+        return mine, None, None
 
     async def _store_revisit(self, task: FetchTask, resp: Response, holder_url: str,
                              holder_record: RecordPointer) -> tuple[Written, str | None]:

@@ -211,6 +211,9 @@ class HostSlot:
     ready: bool = False  # in the ready heap, or its dispatch task has not begun yet
     due_since: float | None = None  # when it became ready, until its dispatch is over
     refresh_next: bool = False  # refreshes were queued while its head was empty
+    # a write of its row failed: it may have been applied all the same, so the row in
+    # memory may be behind the stored one (its page count); read before writing it again
+    suspect: bool = False
 
     def refreshing(self) -> bool:
         """Whether the host's next URL is a refresh (its head's first row; with an empty
@@ -343,6 +346,7 @@ class Frontier:
                 await self.store.put_urls(rows)
                 for host in {r.host for r in rows}:
                     slot = await self._slot(host)
+                    await self._settle(host, slot)
                     rest = now + politeness_delay(slot.state, self.settings.politeness,
                                                   self.delay_overrides)
                     if self.embedded:
@@ -623,7 +627,9 @@ class Frontier:
             # the failed attempt's write may have been applied although it reported a
             # failure (the URL's row then shows it as a stale result): the host's row
             # as stored, not as remembered, so its page count is not written back short
-            slot.state = await self.store.get_host(task.host) or slot.state
+            slot.suspect = True
+        if slot is not None:
+            await self._settle(task.host, slot)
         if slot is not None and task.task_id in slot.tasks:
             # our own request is over, whatever the row says now
             slot.tasks.discard(task.task_id)
@@ -637,6 +643,7 @@ class Frontier:
             if result.fetched_at and (result.robots_fetched
                                       or result.outcome not in NO_REQUEST_OUTCOMES):
                 slot = slot or await self._slot(task.host)
+                await self._settle(task.host, slot)
                 rest = result.fetched_at + politeness_delay(
                     slot.state, self.settings.politeness, self.delay_overrides)
                 if rest > slot.state.next_allowed_at:
@@ -658,7 +665,13 @@ class Frontier:
             _with_verdict(effect.row, verdict)
         # one write: a crash between the two would apply the result to the URL and not
         # to its host (a page not counted toward the host's cap and the crawl's figures)
-        await self.store.put_url_and_host(effect.row, effect.host)
+        try:
+            await self.store.put_url_and_host(effect.row, effect.host)
+        except BaseException:
+            # applied or not: until the row is read back, no write of the host row from
+            # memory (a dispatch's lease) may put back the page count it had before
+            slot.suspect = True
+            raise
         self._early.pop((task.host, task.url), None)
         slot.state = effect.host
         if effect.row.status is UrlStatus.REJECTED and effect.row.reason is not None:
@@ -714,6 +727,20 @@ class Frontier:
             slot = HostSlot(state=state)
             self._slots[host] = slot
         return slot
+
+    async def _settle(self, host: str, slot: HostSlot) -> HostState:
+        """The host's row, read back after a failed write of it (see
+        :attr:`HostSlot.suspect`), keeping this process's timers where they are later.
+        The caller holds the host's lock."""
+        if slot.suspect:
+            stored = await self.store.get_host(host)
+            if stored is not None:
+                stored.next_allowed_at = max(stored.next_allowed_at,
+                                             slot.state.next_allowed_at)
+                stored.lease_until = max(stored.lease_until, slot.state.lease_until)
+                slot.state = stored
+            slot.suspect = False
+        return slot.state
 
     def _schedule(self, host: str, slot: HostSlot, at: float) -> None:
         if slot.in_flight >= self.settings.politeness.max_in_flight_per_host or slot.ready:
@@ -1038,7 +1065,7 @@ class Frontier:
         """Send the host's next URL to the fetchers, or close, reschedule or forget the
         host. True when a request went out: the outstanding unit taken for this
         dispatch is then that request's. The caller holds the host's lock."""
-        state = slot.state
+        state = await self._settle(host, slot)
         cap = self.rules.page_cap(host, state)
         if state.page_count + slot.in_flight >= cap or state.blocked:
             if slot.in_flight == 0:
@@ -1135,6 +1162,7 @@ class Frontier:
 
     async def _close_host(self, host: str, slot: HostSlot, reason: Reason) -> None:
         """Reject every queued URL of a host that reached its cap or was blocked."""
+        await self._settle(host, slot)
         if reason is Reason.HOST_CAP and not slot.state.capped:
             slot.state.capped = True
             await self.store.put_host(slot.state)
@@ -1202,7 +1230,7 @@ class Frontier:
 
     async def _set_host(self, change: HostControl) -> HostState:
         slot = await self._slot(change.host)
-        state = apply_host_control(slot.state, change)
+        state = apply_host_control(await self._settle(change.host, slot), change)
         slot.state = state
         await self.store.put_host(state)
         self._schedule(change.host, slot, state.next_allowed_at)
