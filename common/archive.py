@@ -236,6 +236,24 @@ def _clean_text(value: str) -> str:
     return _CONTROL_RE.sub(" ", value).strip()
 
 
+#: a parameter's value in a header value (``; name="value"``), as warcio encodes it
+_PARAM_VALUE_RE = re.compile(r'[=]["\']?([^;"]+)["\']?(?=[;]?)')
+
+
+def _ascii_value(value: str) -> str:
+    """A header value in ASCII: each non-ASCII parameter value as RFC 8187 (``*=UTF-8''``
+    and percent-encoded), or the whole value percent-encoded when that is not enough (a
+    non-ASCII character outside a parameter's value), as warcio would serialise it, so
+    the record read back has the header as written."""
+    if value.isascii():
+        return value
+    if ";" in value:
+        encoded = _PARAM_VALUE_RE.sub(lambda m: "*=UTF-8''" + quote(m.group(1)), value)
+        if encoded != value and encoded.isascii():
+            return encoded
+    return quote(value)
+
+
 def _escaped_only(value: str) -> bool:
     return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in value)
 
@@ -246,7 +264,7 @@ def clean_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     for name, value in headers:
         name = str(name).strip()
         if _TOKEN_RE.fullmatch(name):
-            out.append((name, _clean_text(str(value))))
+            out.append((name, _ascii_value(_clean_text(str(value)))))
     return out
 
 
