@@ -71,7 +71,9 @@ async def test_crawl_delay_is_capped_by_max_crawl_delay(tmp_path: Path) -> None:
     assert sorted(paths(hits(web, "delay.test"))) == ["/", "/private/ok", "/sitemap.xml"]
     assert len(gaps) == 3
     assert min(gaps) >= cap, gaps
-    assert max(gaps) < 2.0, gaps  # the uncapped Crawl-delay was not used
+    # the uncapped Crawl-delay was not used: with it every gap would be 2 s or more (one
+    # gap may stretch on a loaded machine, so not every one is held to it)
+    assert sum(1 for g in gaps if g < 2.0) >= 2, gaps
     state = out.hosts[host_key(web, "delay.test")]
     assert state.crawl_delay == cap
 
