@@ -34,7 +34,7 @@ from tests.integration.cluster import Cluster, cluster, crawl_env, require_clust
 
 pytestmark = pytest.mark.integration
 
-DELAY = 0.3
+DELAY = 1.0
 SHELLS = 3  # mix.test's shells, among its plain pages
 PLAIN = 8
 
