@@ -22,7 +22,7 @@ async def run(settings: Settings) -> None:
     writer = writer_id("render")
     bus = make_bus(settings, metrics=metrics)
     store = make_store(settings, metrics=metrics)
-    blobs = make_blobs(settings, writer)
+    blobs = make_blobs(settings, writer, metrics=metrics)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")
     http = HttpFetcher(settings)
