@@ -77,6 +77,11 @@ WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 36
 PARSE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                  2.5)
+UPLOAD_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+UPLOAD_KINDS = ("file", "side")
+"""Values of the ``kind`` label of the blob upload metrics: a finished WARC or text
+file, or a snapshot of a side file (CDXJ index, page records, dead letters)."""
 
 
 def status_class(status: int | None) -> str:
@@ -416,6 +421,63 @@ class StoreMetrics:
             self.request_duration.labels(op).observe(time.perf_counter() - start)
 
 
+class BlobMetrics:
+    """Uploads of the blob store to a bucket (``CRAWLER_BLOB_BACKEND=s3``,
+    docs/object-storage.md): what went up, what failed, what waits in the spool."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.uploaded_files = Counter(
+            "crawler_blob_uploaded_files_total",
+            "Files the bucket acknowledged, by kind: file (a finished WARC or text file) "
+            "or side (a snapshot of a side file).", ["kind"], registry=registry)
+        self.uploaded_bytes = Counter(
+            "crawler_blob_uploaded_bytes_total",
+            "Bytes of the files the bucket acknowledged, by kind.", ["kind"],
+            registry=registry)
+        self.upload_failures = Counter(
+            "crawler_blob_upload_failures_total",
+            "Upload attempts that failed, by kind (each is retried).", ["kind"],
+            registry=registry)
+        self.upload_duration = Histogram(
+            "crawler_blob_upload_duration_seconds",
+            "Time of one acknowledged upload (one PUT, or a whole multipart upload), by kind.",
+            ["kind"], buckets=UPLOAD_BUCKETS, registry=registry)
+        self.backlog_files = Gauge(
+            "crawler_blob_upload_backlog_files",
+            "Uploads waiting (finished files and side-file snapshots, the one under way "
+            "included).", registry=registry)
+        self.backlog_bytes = Gauge(
+            "crawler_blob_upload_backlog_bytes",
+            "Bytes of the finished files in the spool waiting for their upload.",
+            registry=registry)
+        for kind in UPLOAD_KINDS:  # a dashboard shows 0, not "no data"
+            self.uploaded_files.labels(kind)
+            self.uploaded_bytes.labels(kind)
+            self.upload_failures.labels(kind)
+
+    @staticmethod
+    def _kind(kind: str) -> str:
+        if kind not in UPLOAD_KINDS:
+            raise ValueError(f"unknown upload kind {kind!r}")
+        return kind
+
+    def record_upload(self, kind: str, nbytes: int, seconds: float) -> None:
+        """One upload the bucket acknowledged."""
+        k = self._kind(kind)
+        self.uploaded_files.labels(k).inc()
+        self.uploaded_bytes.labels(k).inc(nbytes)
+        self.upload_duration.labels(k).observe(seconds)
+
+    def count_failure(self, kind: str) -> None:
+        """One upload attempt that failed (it is retried)."""
+        self.upload_failures.labels(self._kind(kind)).inc()
+
+    def watch_backlog(self, files: Callable[[], int], nbytes: Callable[[], int]) -> None:
+        """Read the backlog from ``files`` and ``nbytes`` at each scrape."""
+        self.backlog_files.set_function(files)
+        self.backlog_bytes.set_function(nbytes)
+
+
 @dataclass(frozen=True, slots=True)
 class Metrics:
     """Every bundle of one process, and the registry that is served."""
@@ -428,6 +490,7 @@ class Metrics:
     dedup: DedupMetrics
     bus: BusMetrics
     store: StoreMetrics
+    blob: BlobMetrics
 
     @classmethod
     def create(cls, roles: Iterable[str] = ROLES, *,
@@ -435,7 +498,7 @@ class Metrics:
                process: bool = True) -> Metrics:
         """Bundles for ``roles`` (default: all, as in embedded mode) in ``registry``.
 
-        Bus and store bundles are always served. ``process`` adds the standard
+        Bus, store and blob bundles are always served. ``process`` adds the standard
         ``process_*`` collector (CPU, memory, open files).
         """
         wanted = frozenset(roles)
@@ -455,7 +518,7 @@ class Metrics:
                    fetcher=FetcherMetrics(pick("fetcher")),
                    parser=ParserMetrics(pick("parser")),
                    dedup=DedupMetrics(pick("dedup")),
-                   bus=BusMetrics(reg), store=StoreMetrics(reg))
+                   bus=BusMetrics(reg), store=StoreMetrics(reg), blob=BlobMetrics(reg))
 
 
 def exposed_names(registry: CollectorRegistry) -> set[str]:
@@ -611,7 +674,7 @@ FORBIDDEN_LABELS: frozenset[str] = frozenset({"url", "uri", "host", "hostname", 
                                               "origin", "path", "target"})
 """Label names that would carry a URL or a host: never used."""
 
-SERVICES: frozenset[str] = frozenset(ROLES) | {"bus", "store"}
+SERVICES: frozenset[str] = frozenset(ROLES) | {"bus", "store", "blob"}
 
 _Metric = Counter | Gauge | Histogram
 
@@ -619,7 +682,7 @@ _Metric = Counter | Gauge | Histogram
 def metric_objects(metrics: Metrics) -> list[_Metric]:
     """Every metric of every bundle of ``metrics`` (served or detached)."""
     bundles = (metrics.frontier, metrics.fetcher, metrics.parser, metrics.dedup,
-               metrics.bus, metrics.store)
+               metrics.bus, metrics.store, metrics.blob)
     return [value for bundle in bundles for value in vars(bundle).values()
             if isinstance(value, Counter | Gauge | Histogram)]
 

@@ -88,17 +88,20 @@ def writer_id(role: str) -> str:
     return f"{role}-{host}-{os.getpid()}"
 
 
-def make_blobs(settings: Settings, writer: str, *, root: str | None = None) -> BlobStore:
+def make_blobs(settings: Settings, writer: str, *, root: str | None = None,
+               metrics: Metrics | None = None) -> BlobStore:
     """The blob store the settings name, writing in ``root`` (default: the settings'
     folder): files in that folder (``local``) or uploaded from it to a bucket (``s3``,
-    :mod:`common.adapters.s3_blobs`; the folder is its spool)."""
+    :mod:`common.adapters.s3_blobs`; the folder is its spool, and ``metrics`` count its
+    uploads)."""
     b = settings.blob
     folder = root if root is not None else str(blob_root(settings))
     if b.backend == "s3":
         from common.adapters.s3_blobs import S3BlobStore
 
         return S3BlobStore(folder, s3_config(settings), writer_id=writer, prefix=b.prefix,
-                           max_bytes=b.warc_max_bytes)
+                           max_bytes=b.warc_max_bytes,
+                           metrics=metrics.blob if metrics is not None else None)
     return LocalBlobStore(folder, writer_id=writer, prefix=b.prefix,
                           max_bytes=b.warc_max_bytes)
 

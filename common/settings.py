@@ -371,8 +371,10 @@ class RenderSettings:
                        "user namespaces; the container's isolation then stands in for it.")
     page_timeout: float = _f(15.0, "Seconds a page may take to load and settle in the "
                              "browser; then it is abandoned (render_error).", minimum=0.1)
-    settle_ms: int = _f(300, "Milliseconds to wait after the load event for scripts to "
-                        "finish building the page.", minimum=0, maximum=60_000)
+    settle_ms: int = _f(300, "Milliseconds without a new request of the page's scripts "
+                        "(after the load event and their last answer, each of which waits "
+                        "out the host's delay) for scripts to finish building the page.",
+                        minimum=0, maximum=60_000)
     js_heap_mb: int = _f(256, "JavaScript heap cap of a page in MiB; a page over it "
                          "crashes its tab (render_error), not the crawl.", minimum=16)
     max_requests: int = _f(20, "Requests a page's scripts may make (after the rules); "

@@ -145,7 +145,7 @@ class EmbeddedCrawler:
         self.metrics = Metrics.create()  # every role; served when CRAWLER_METRICS_PORT is set
         self.store = MeteredStateStore(SqliteStateStore(state_path(settings)),
                                        self.metrics.store)
-        self.blobs = make_blobs(settings, writer_id)
+        self.blobs = make_blobs(settings, writer_id, metrics=self.metrics)
         self.archive = ArchiveWriter(self.blobs, software=settings.crawl.user_agent)
         # WARC writing and parsing: in worker processes, a lane of workers for each (so
         # a slow parse never delays another page's records; a parse reads its page back

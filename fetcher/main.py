@@ -24,7 +24,7 @@ async def run(settings: Settings) -> None:
     # of finished tasks, not fetched again by another fetcher
     bus = make_bus(settings, metrics=metrics, instance_id=writer)
     store = make_store(settings, metrics=metrics)
-    blobs = make_blobs(settings, writer)
+    blobs = make_blobs(settings, writer, metrics=metrics)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")
     http = HttpFetcher(settings)

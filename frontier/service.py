@@ -214,6 +214,17 @@ class HostSlot:
     # a write of its row failed: it may have been applied all the same, so the row in
     # memory may be behind the stored one (its page count); read before writing it again
     suspect: bool = False
+    # pages of the host stored without a verdict while a cluster renders: the host
+    # rests until their verdicts arrive (the render service's requests are the host's
+    # too), at most until hold_until
+    awaiting: set[str] = field(default_factory=set)
+    hold_until: float = 0.0
+
+    def rest_until(self) -> float:
+        """When the host may be fetched again: its politeness timer, a hold for a
+        verdict, and with nothing in flight here the lease of an earlier owner."""
+        at = max(self.state.next_allowed_at, self.hold_until)
+        return max(at, self.state.lease_until) if self.in_flight == 0 else at
 
     def refreshing(self) -> bool:
         """Whether the host's next URL is a refresh (its head's first row; with an empty
@@ -256,6 +267,11 @@ class Frontier:
         # the crawl's clock (common.clock): the wall clock, or one a test moves
         self.clock = clock if clock is not None else wall_clock(settings)
         self.embedded = embedded
+        # A cluster that renders: a page stored without its verdict may be loading in a
+        # render service, whose scripts' requests go to the same host; the host rests
+        # until the verdict, at most this long (a render and its one retry)
+        self.verdict_hold = (2 * settings.render.page_timeout
+                             if settings.render.enabled and not embedded else 0.0)
         # Embedded: one process owns every host. Cluster: the hosts of the partitions
         # the bus assigned to this instance (see assign()).
         self._owned: frozenset[int] | None = None
@@ -674,6 +690,9 @@ class Frontier:
             raise
         self._early.pop((task.host, task.url), None)
         slot.state = effect.host
+        if self.verdict_hold and effect.row.status is UrlStatus.FETCHED:
+            slot.awaiting.add(task.url)
+            slot.hold_until = max(slot.hold_until, now + self.verdict_hold)
         if effect.row.status is UrlStatus.REJECTED and effect.row.reason is not None:
             self.counters.rejected[effect.row.reason.value] += 1
             self.metrics.count_rejected(effect.row.reason)
@@ -699,6 +718,15 @@ class Frontier:
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
 
     async def _on_status(self, msg: StatusUpdate) -> None:
+        slot = self._slots.get(msg.host)
+        if slot is not None and msg.url in slot.awaiting:
+            # the page's last stage is done (its render service's requests too): the
+            # host rests its delay from now
+            slot.awaiting.discard(msg.url)
+            if not slot.awaiting:
+                slot.hold_until = self.clock() + politeness_delay(
+                    slot.state, self.settings.politeness, self.delay_overrides)
+                self._schedule(msg.host, slot, slot.rest_until())
         row = await self.store.get_url(msg.host, msg.url)
         if row is not None and row.status is UrlStatus.IN_FLIGHT:
             # The verdict can overtake its own fetch result (different topics, and a new
@@ -745,9 +773,7 @@ class Frontier:
     def _schedule(self, host: str, slot: HostSlot, at: float) -> None:
         if slot.in_flight >= self.settings.politeness.max_in_flight_per_host or slot.ready:
             return
-        at = max(at, slot.state.next_allowed_at)
-        if slot.in_flight == 0:
-            at = max(at, slot.state.lease_until)
+        at = max(at, slot.rest_until())
         if slot.wake_at is not None and slot.wake_at <= at:
             return
         slot.wake_at = at
@@ -972,9 +998,7 @@ class Frontier:
             if slot is None or slot.wake_at != at:
                 continue
             slot.wake_at = None
-            rest_until = slot.state.next_allowed_at
-            if slot.in_flight == 0:
-                rest_until = max(rest_until, slot.state.lease_until)
+            rest_until = slot.rest_until()
             if rest_until > now:
                 self._schedule(host, slot, rest_until)
                 continue
@@ -1019,9 +1043,7 @@ class Frontier:
                     self._push_ready(host, slot)
                     return
                 now = self.clock()
-                rest_until = slot.state.next_allowed_at
-                if slot.in_flight == 0:
-                    rest_until = max(rest_until, slot.state.lease_until)
+                rest_until = slot.rest_until()
                 if rest_until > now:  # a result or an operator moved the timer meanwhile
                     self._schedule(host, slot, rest_until)
                     return

@@ -14,7 +14,7 @@ async def run(settings: Settings) -> None:
     metrics = Metrics.create(roles=("parser",))
     bus = make_bus(settings, metrics=metrics)
     writer = writer_id("parser")
-    blobs = make_blobs(settings, writer)
+    blobs = make_blobs(settings, writer, metrics=metrics)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")
     # with rendering on, pages the render rules choose go to the render service

@@ -38,6 +38,7 @@ import signal
 import tempfile
 import time
 from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -79,6 +80,47 @@ class RenderError(RuntimeError):
 
 class BrowserMissingError(RenderError):
     """No Chromium executable was found."""
+
+
+class _Settle:
+    """The requests the crawler is fetching for one page (its wait at the host's gate
+    included). The page has settled when none is pending and none started or ended for
+    the settle time: a script's XHR that waits out the host's politeness delay (longer
+    than the settle time, as it usually is) is answered before the DOM is read."""
+
+    def __init__(self) -> None:
+        self.pending = 0
+        self.last = time.monotonic()
+        self._moved = asyncio.Event()
+
+    @contextlib.contextmanager
+    def fetching(self) -> Iterator[None]:
+        self._move(1)
+        try:
+            yield
+        finally:
+            self._move(-1)
+
+    def _move(self, by: int) -> None:
+        self.pending += by
+        self.last = time.monotonic()
+        self._moved.set()
+
+    async def wait(self, quiet: float) -> None:
+        """Until no request is pending and ``quiet`` seconds passed since the last one
+        started or ended (and since this call); the page's time limit bounds it."""
+        self.last = max(self.last, time.monotonic())
+        while True:
+            self._moved.clear()
+            if self.pending:
+                await self._moved.wait()
+                continue
+            left = self.last + quiet - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await self._moved.wait()
 
 
 def find_browser(configured: str = "") -> str | None:
@@ -332,6 +374,7 @@ class ChromiumRenderer:
         started = time.monotonic()
         requests: list[tuple[str, Verdict]] = []
         crashed = asyncio.Event()
+        settle = _Settle()
         context = None
         try:
             async with asyncio.timeout(self.rs.page_timeout):
@@ -340,15 +383,16 @@ class ChromiumRenderer:
                     accept_downloads=False)
 
                 async def route(route: Route, request: Request) -> None:
-                    await self._route(source, delay, requests, route, request)
+                    await self._route(source, delay, requests, settle, route, request)
 
                 await context.route("**/*", route)
                 page = await context.new_page()
                 page.set_default_timeout(self.rs.page_timeout * 1000)
                 page.on("crash", lambda _page: crashed.set())
                 await page.goto(source.url, wait_until="load")
-                if self.rs.settle_ms:
-                    await page.wait_for_timeout(self.rs.settle_ms)
+                # the scripts' requests answered (each after the host's delay), then
+                # settle_ms without a new one
+                await settle.wait(self.rs.settle_ms / 1000)
                 html = await page.content()
         except TimeoutError:
             raise RenderError(f"render time limit of {self.rs.page_timeout:g} s "
@@ -379,8 +423,8 @@ class ChromiumRenderer:
                         browser=f"Chromium/{b.browser.version}")
 
     async def _route(self, source: PageSource, delay: float,
-                     requests: list[tuple[str, Verdict]], route: Route,
-                     request: Request) -> None:
+                     requests: list[tuple[str, Verdict]], settle: _Settle,
+                     route: Route, request: Request) -> None:
         url = request.url
         sent = sum(1 for _, v in requests if v in _PASSED_RULE)
         verdict = subresource_verdict(
@@ -394,12 +438,13 @@ class ChromiumRenderer:
                                     headers=_passed(source.headers), body=source.body)
                 return
             if verdict is Verdict.FETCH:
-                verdict, answer = await self._fetch(url, delay)
-                requests.append((url, verdict))
-                if answer is not None:
-                    status, headers, body = answer
-                    await route.fulfill(status=status, headers=headers, body=body)
-                    return
+                with settle.fetching():
+                    verdict, answer = await self._fetch(url, delay)
+                    requests.append((url, verdict))
+                    if answer is not None:
+                        status, headers, body = answer
+                        await route.fulfill(status=status, headers=headers, body=body)
+                        return
             else:
                 requests.append((url, verdict))
             log.debug("render %s: %s %s", source.url, verdict.value, url)

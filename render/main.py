@@ -22,7 +22,7 @@ async def run(settings: Settings) -> None:
     writer = writer_id("render")
     bus = make_bus(settings, metrics=metrics)
     store = make_store(settings, metrics=metrics)
-    blobs = make_blobs(settings, writer)
+    blobs = make_blobs(settings, writer, metrics=metrics)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")
     http = HttpFetcher(settings)
@@ -30,10 +30,14 @@ async def run(settings: Settings) -> None:
     await http.start()
     # the browser's requests: the SSRF guard, robots.txt from the shared store, and a
     # gate of this instance's own (it keeps each host's delay among the requests of the
-    # pages rendered here; the fetchers keep theirs)
+    # pages rendered here, and each page's first request waits the delay after the
+    # page's own fetch; the frontier holds the host until the page's verdict, so no
+    # fetcher requests it meanwhile: docs/rendering.md)
+    gate = HostGate()
     renderer = ChromiumRenderer(settings, http=http, robots=RobotsCache(store, http, settings),
-                                gate=HostGate(), metrics=metrics.parser)
-    stage = RenderStage(settings, bus, store, blobs, archive, renderer, metrics=metrics)
+                                gate=gate, metrics=metrics.parser)
+    stage = RenderStage(settings, bus, store, blobs, archive, renderer, metrics=metrics,
+                        gate=gate)
 
     async def stop() -> None:
         await bus.stop()

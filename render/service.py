@@ -21,6 +21,7 @@ from common.metrics import Metrics
 from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.settings import Settings
 from dedup.service import DedupStage
+from fetcher.gate import HostGate
 from parser.service import PageRenderer, ParserStage
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,11 @@ log = logging.getLogger(__name__)
 class RenderStage:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore,
                  archive: ArchiveWriter, renderer: PageRenderer, *,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, gate: HostGate | None = None) -> None:
         self.bus = bus
+        # the gate the renderer's requests wait at: it learns when the page itself was
+        # fetched, so the page's first script waits the host's delay after it
+        self.gate = gate
         # every page handed here is rendered: the parser that handed it chose it (this
         # service's own rules might differ)
         self.parser = ParserStage(settings, bus, blobs, archive, metrics=metrics,
@@ -44,6 +48,8 @@ class RenderStage:
             raise TypeError(f"render cannot handle {type(result).__name__}")
         if result.outcome is not FetchOutcome.OK or result.record is None:
             return
+        if self.gate is not None and result.fetched_at:
+            self.gate.done(result.task.host, result.fetched_at, result.task.delay)
         page = await self.parser.parse(result, result.record)
         assert page is not None  # this stage renders itself: nothing is handed on
         verdict = await while_down(lambda: self.dedup.judge(page),

@@ -62,6 +62,8 @@ from common.messages import RecordPointer
 if TYPE_CHECKING:
     from obstore.store import S3Store
 
+    from common.metrics import BlobMetrics
+
 log = logging.getLogger(__name__)
 
 SPOOL_LOCK = ".upload.lock"  # held while a start uploads what an earlier process left
@@ -224,7 +226,8 @@ class S3BlobStore:
 
     def __init__(self, spool: str, config: S3Config, *, writer_id: str,
                  prefix: str = "crawl", max_bytes: int = 1_000_000_000,
-                 fsync: bool = True, bucket: S3Store | None = None) -> None:
+                 fsync: bool = True, bucket: S3Store | None = None,
+                 metrics: BlobMetrics | None = None) -> None:
         if not config.bucket:
             raise S3ConfigError("CRAWLER_BLOB_S3_BUCKET: a bucket name is needed")
         self.config = config
@@ -246,6 +249,10 @@ class S3BlobStore:
                                         k for k in self._shipped if k.startswith(start)])
         self.root = self.local.root
         self._sides: set[str] = set()  # side files this store appended to
+        # uploads, failures and the backlog (crawler_blob_*: docs/object-storage.md)
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.watch_backlog(self.pending_uploads, self.pending_bytes)
         self._thread = threading.Thread(target=self._run, name="s3-upload", daemon=True)
         self._thread.start()
         with self._cond:  # first what an earlier process left in the spool
@@ -333,6 +340,16 @@ class S3BlobStore:
     def pending_uploads(self) -> int:
         with self._cond:
             return self._uploads.pending()
+
+    def pending_bytes(self) -> int:
+        """Bytes of the finished files waiting for their upload (still in the spool)."""
+        with self._cond:
+            keys = list(self._uploads.files)
+        total = 0
+        for key in keys:
+            with contextlib.suppress(OSError):
+                total += (self.root / key).stat().st_size
+        return total
 
     def wait_uploaded(self, timeout: float) -> int:
         """Wait until nothing is left to upload or ``timeout`` passes; what is left."""
@@ -439,12 +456,13 @@ class S3BlobStore:
                 if kind == "side":
                     self._uploads.sides.discard(name)
                 self._uploads.busy = True
+            started = time.perf_counter()
             try:
-                if kind == "file":
-                    self._upload_file(name)
-                else:
-                    self._upload_side(name)
+                upload = self._upload_file if kind == "file" else self._upload_side
+                size = upload(name)
             except Exception as exc:
+                if self.metrics is not None:
+                    self.metrics.count_failure(kind)
                 with self._cond:
                     self._uploads.busy = False
                     if kind == "side":
@@ -457,6 +475,8 @@ class S3BlobStore:
                 delay = min(delay * 2, 10.0)
                 continue
             delay = 0.5
+            if size is not None and self.metrics is not None:
+                self.metrics.record_upload(kind, size, time.perf_counter() - started)
             with self._cond:
                 self._uploads.busy = False
                 if kind == "file" and self._uploads.files and self._uploads.files[0] == name:
@@ -471,27 +491,31 @@ class S3BlobStore:
             obstore.put(self.bucket, key, f, use_multipart=multipart,
                         chunk_size=self.config.part_bytes, max_concurrency=4)
 
-    def _upload_file(self, key: str) -> None:
+    def _upload_file(self, key: str) -> int | None:
+        """Upload a finished file; its size, or None when it is gone already."""
         path = self.root / key
         try:
             size = path.stat().st_size
         except FileNotFoundError:
-            return  # another process uploaded it and removed it
+            return None  # another process uploaded it and removed it
         self._put(key, path, size)
         log.info("uploaded %s (%d bytes)", key, size)
         if self.config.keep_uploaded <= 0:
             path.unlink(missing_ok=True)
-            return
+            return size
         with self._cond:  # kept a while: reads of recent records stay local
             self._uploads.uploaded.append((time.monotonic() + self.config.keep_uploaded,
                                            key))
+        return size
 
-    def _upload_side(self, name: str) -> None:
+    def _upload_side(self, name: str) -> int | None:
+        """Upload a snapshot of a side file; its size, or None when there is none."""
         path = self.root / name
         lock = path.with_name(_SIDE_LOCK.format(name=path.name))
         with _flocked(lock, blocking=True):
             try:
                 size = path.stat().st_size
             except FileNotFoundError:
-                return
+                return None
             self._put(name, path, size)
+            return size
