@@ -183,6 +183,8 @@ class Link(msgspec.Struct, frozen=True, kw_only=True):
     hops: Hops = 0  # redirect hops that led here
     # a URL a sitemap lists: its <lastmod>, as a Unix time (None: not given or unusable)
     lastmod: Timestamp | None = None
+    # and its <changefreq> as seconds between changes (common.sitemaps.CHANGEFREQ_SECONDS)
+    changefreq: Seconds | None = None
 
 
 class Discovered(_Msg, frozen=True, kw_only=True):

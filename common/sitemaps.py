@@ -43,6 +43,13 @@ MAX_ROBOTS_SITEMAPS = 100  # sitemaps taken from one robots.txt: with URLs under
 # fetch result stays far under Kafka's 1 MB
 FUTURE_SLACK = 86_400.0  # a lastmod later than a day from now is not believed
 
+#: <changefreq> values as seconds between changes: "always" as an hour (the least
+#: revisit interval clamps it anyway), "never" (an archived page) as ten years, which
+#: the most revisit interval clamps to its bound
+CHANGEFREQ_SECONDS: dict[str, float] = {
+    "always": 3_600.0, "hourly": 3_600.0, "daily": 86_400.0, "weekly": 604_800.0,
+    "monthly": 2_592_000.0, "yearly": 31_536_000.0, "never": 315_360_000.0}
+
 SITEMAP_MEDIA_TYPES = ("application/xml", "text/xml", "application/gzip",
                        "application/x-gzip", "application/octet-stream", "text/plain")
 """Media types a sitemap is downloaded with (servers send .xml.gz as any of the gzip
@@ -58,10 +65,12 @@ class _TooLargeError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One URL a sitemap lists: canonical, with its lastmod (Unix time) if usable."""
+    """One URL a sitemap lists: canonical, with its lastmod (Unix time) and its
+    changefreq (seconds, :data:`CHANGEFREQ_SECONDS`) if usable."""
 
     url: str
     lastmod: float | None = None
+    changefreq: float | None = None
 
 
 @dataclass(slots=True)
@@ -160,6 +169,14 @@ def parse_lastmod(value: str | None, now: float) -> float | None:
     return stamp
 
 
+def parse_changefreq(value: str | None) -> float | None:
+    """A ``<changefreq>`` value as seconds between changes; None when missing or not one
+    of the protocol's seven words (compared case-insensitively)."""
+    if not value:
+        return None
+    return CHANGEFREQ_SECONDS.get(value.strip().lower())
+
+
 def _local(tag: object) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 
@@ -179,7 +196,8 @@ class _Taker:
     def full(self) -> bool:
         return self.read.entries >= self.max_urls
 
-    def take(self, loc: str | None, lastmod: str | None, *, index: bool) -> None:
+    def take(self, loc: str | None, lastmod: str | None, *, index: bool,
+             changefreq: str | None = None) -> None:
         if not loc or len(loc) >= MAX_LOC_CHARS:
             self.read.invalid += 1
             return
@@ -192,7 +210,8 @@ class _Taker:
         if host not in self.hosts:
             self.read.off_host += 1
             return
-        entry = Entry(url, parse_lastmod(lastmod, self.now))
+        entry = Entry(url, parse_lastmod(lastmod, self.now),
+                      None if index else parse_changefreq(changefreq))
         (self.read.sitemaps if index else self.read.pages).append(entry)
 
 
@@ -255,7 +274,7 @@ class _Target:
                 raise _Stop
         elif self.depth == 2:
             self.values = {}
-        elif self.depth == 3 and name in ("loc", "lastmod"):
+        elif self.depth == 3 and name in ("loc", "lastmod", "changefreq"):
             self.field, self.text, self.size = name, [], 0
 
     def data(self, text: str) -> None:
@@ -277,7 +296,7 @@ class _Target:
                                          "the rest not read")
                     raise _Stop
                 self.taker.take(self.values.get("loc"), self.values.get("lastmod"),
-                                index=index)
+                                index=index, changefreq=self.values.get("changefreq"))
         self.depth -= 1
 
     def close(self) -> None:

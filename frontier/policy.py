@@ -281,6 +281,18 @@ def next_revisit_interval(previous: float | None, changed: bool, start: float,
     return min(most, max(least, nxt))
 
 
+def first_revisit_interval(changefreq: float | None, start: float,
+                           settings: RefreshSettings) -> float | None:
+    """The revisit interval a page starts with (pure): its sitemap's changefreq (seconds)
+    held within the bounds of :func:`next_revisit_interval`; None (``start``, the
+    crawl's recrawl interval) without one or when intervals are not adaptive."""
+    if changefreq is None or not settings.adaptive:
+        return None
+    least = min(settings.min_interval, start)
+    most = max(settings.max_interval, start)
+    return min(most, max(least, changefreq))
+
+
 def take_refresh(refreshes: int, total: int, share: float) -> bool:
     """The refresh budget (pure): with both a refresh and a page never fetched waiting
     for a free fetch slot, whether the slot goes to the refresh. ``refreshes`` of the
@@ -359,7 +371,10 @@ def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: 
                 next_revisit_interval(row.revisit_interval,
                                       result.content_hash != row.content_hash, start,
                                       settings.refresh)
-                if refresh and row.record is not None else start)
+                if refresh and row.record is not None
+                # a first fetch: the interval the page started with (its sitemap's
+                # changefreq, first_revisit_interval) or the crawl's
+                else row.revisit_interval or start)
         row.status = UrlStatus.FETCHED
         row.reason = None
         row.content_hash = result.content_hash

@@ -73,6 +73,7 @@ from frontier.policy import (
     apply_host_control,
     apply_result,
     due_buckets,
+    first_revisit_interval,
     is_refresh,
     listed_change,
     path_blocked,
@@ -536,7 +537,10 @@ class Frontier:
             row = UrlState(host=host, url=url, depth=link.depth, priority=link.priority,
                            hops=link.hops, source=link.source, discovered_at=now,
                            kind=TaskKind.SITEMAP if link.kind is LinkKind.SITEMAP else None,
-                           lastmod=link.lastmod)
+                           lastmod=link.lastmod,
+                           revisit_interval=first_revisit_interval(
+                               link.changefreq, self.settings.crawl.recrawl_interval,
+                               self.settings.refresh))
             reason = (sitemap_reason(link, self.settings)
                       or trap_reason(url, host, link.depth, self.rules, self._blocked_paths))
             if reason is None and link.kind is not LinkKind.SEED and limits(self.scope):

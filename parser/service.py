@@ -300,7 +300,8 @@ class ParserStage:
         links = [Link(url=e.url, depth=task.depth + 1, priority=nested,
                       kind=LinkKind.SITEMAP, source=source) for e in read.sitemaps]
         links += [Link(url=e.url, depth=task.depth, priority=listed, kind=LinkKind.LISTED,
-                       source=task.url, lastmod=e.lastmod) for e in read.pages]
+                       source=task.url, lastmod=e.lastmod, changefreq=e.changefreq)
+                  for e in read.pages]
         await self._publish(links)
         self.parsed += 1
         pm = self.metrics.parser

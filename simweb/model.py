@@ -58,6 +58,8 @@ class Sitemap:
     entries: tuple[str, ...] = ()
     lastmod: tuple[str, ...] = ()
     """W3C datetimes, one per entry in order ('' or missing: no <lastmod>)."""
+    changefreq: tuple[str, ...] = ()
+    """<changefreq> values, one per entry in order ('' or missing: none)."""
     gzip: bool = False
     """Send the file gzip-compressed (a .xml.gz file, not a Content-Encoding)."""
     pad_bytes: int = 0
@@ -67,6 +69,8 @@ class Sitemap:
     def __post_init__(self) -> None:
         _check(len(self.lastmod) <= len(self.entries),
                "sitemap: more lastmod values than entries")
+        _check(len(self.changefreq) <= len(self.entries),
+               "sitemap: more changefreq values than entries")
         _check(self.pad_bytes >= 0, "sitemap: pad_bytes must be >= 0")
 
 

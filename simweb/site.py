@@ -111,14 +111,17 @@ def render_sitemap(sitemap: Sitemap, absolutize: Callable[[str], str], base: str
     server's port for scenario hosts), gzip-compressed when asked."""
     locs = [html.escape(absolutize(e) if "//" in e else base + e) for e in sitemap.entries]
     mods = list(sitemap.lastmod) + [""] * (len(locs) - len(sitemap.lastmod))
+    freqs = list(sitemap.changefreq) + [""] * (len(locs) - len(sitemap.changefreq))
     if sitemap.kind == "text":
         text = "".join(f"{loc}\n" for loc in locs).encode()
     else:
         root, entry = (("sitemapindex", "sitemap") if sitemap.kind == "index"
                        else ("urlset", "url"))
         items = "".join(f"<{entry}><loc>{loc}</loc>"
-                        + (f"<lastmod>{mod}</lastmod>" if mod else "") + f"</{entry}>\n"
-                        for loc, mod in zip(locs, mods, strict=True))
+                        + (f"<lastmod>{mod}</lastmod>" if mod else "")
+                        + (f"<changefreq>{freq}</changefreq>" if freq else "")
+                        + f"</{entry}>\n"
+                        for loc, mod, freq in zip(locs, mods, freqs, strict=True))
         doctype = _LAUGHS if sitemap.kind == "entity_bomb" else ""
         if sitemap.kind == "entity_bomb":
             items += "<url><loc>&lol9;</loc></url>\n"

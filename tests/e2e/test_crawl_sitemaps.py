@@ -122,6 +122,35 @@ async def test_probe_and_unchanged_pages_not_refetched(tmp_path: Path) -> None:
     assert refreshed.detail is not None and "same as its last capture" in refreshed.detail
 
 
+@pytest.mark.timeout(60)
+async def test_changefreq_starts_the_revisit_interval(tmp_path: Path) -> None:
+    # /weekly is listed with <changefreq>weekly</changefreq>, /plain with none: with a
+    # recrawl interval of 0.5 s, only /plain is due again after 0.6 s
+    from simweb.model import Sitemap
+
+    site = host("freq.test",
+                Page(path="/", words=80),
+                Page(path="/plain", words=80), Page(path="/weekly", words=80),
+                Page(path="/sitemap.xml", content_type="application/xml",
+                     sitemap=Sitemap(entries=("/plain", "/weekly"),
+                                     changefreq=("", "weekly"))),
+                robots=Robots(sitemaps=("/sitemap.xml",)))
+    async with SimWeb(scenario(site), dns=True) as web:
+        first = await run(web, tmp_path, ["freq.test/"], crawl={"recrawl_interval": 0.5})
+        assert Counter(paths(hits(web, "freq.test"))) == {
+            "/": 1, "/plain": 1, "/weekly": 1, "/sitemap.xml": 1}
+        web.log.clear()
+        await asyncio_sleep(0.6)
+        second = await resume(first)
+        again = Counter(paths(hits(web, "freq.test")))
+
+    assert again["/plain"] == 1 and "/weekly" not in again, again
+    weekly = second.row(key(web, "freq.test/weekly"))
+    assert weekly.status is UrlStatus.DONE and weekly.revisit_interval == 604_800.0
+    # /plain started at the crawl's 0.5 s and doubled when its refresh found it unchanged
+    assert second.row(key(web, "freq.test/plain")).revisit_interval == 1.0
+
+
 async def asyncio_sleep(seconds: float) -> None:
     import asyncio
 

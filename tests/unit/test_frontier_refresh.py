@@ -3,6 +3,7 @@ queues it, the adaptive revisit interval, the refresh budget and the refresh lev
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from common.messages import FetchOutcome, FetchResult, FetchTask, Reason, RecordPointer, UrlStatus
@@ -133,6 +134,17 @@ def test_apply_result_gives_a_new_page_the_starting_interval() -> None:
                           SETTINGS, 5000.0)
     assert effect.row.revisit_interval == 86_400.0
     assert (effect.host.page_count, effect.host.refreshes) == (1, 0)
+
+
+def test_a_new_page_keeps_the_interval_its_sitemap_gave() -> None:
+    # listed with <changefreq>weekly</changefreq>: first_revisit_interval gave a week
+    row = UrlState(host="a.test", url="http://a.test/listed", status=UrlStatus.IN_FLIGHT,
+                   revisit_interval=604_800.0)
+    effect = apply_result(result(FetchOutcome.OK, "h", row), row, HostState(host="a.test"),
+                          SETTINGS, 5000.0)
+    assert effect.row.revisit_interval == 604_800.0
+    assert refresh_at(msgspec.structs.replace(effect.row, status=UrlStatus.DONE),
+                      86_400.0) == 5000.0 + 604_800.0
 
 
 def test_refresh_off_leaves_the_interval_unwritten() -> None:

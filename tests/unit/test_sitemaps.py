@@ -12,15 +12,16 @@ import pytest
 
 from common.messages import Link, LinkKind, Reason, UrlStatus
 from common.ports import UrlState
-from common.settings import Settings, SitemapSettings
+from common.settings import RefreshSettings, Settings, SitemapSettings
 from common.sitemaps import (
     Entry,
+    parse_changefreq,
     parse_lastmod,
     read_sitemap,
     robots_sitemaps,
     vouched_hosts,
 )
-from frontier.policy import listed_change, refresh_at, sitemap_reason
+from frontier.policy import first_revisit_interval, listed_change, refresh_at, sitemap_reason
 
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC).timestamp()
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
@@ -40,8 +41,10 @@ def test_urlset_pages_with_lastmod() -> None:
                         HERE, now=NOW)
     assert read.reason is Reason.SITEMAP and read.form == "urlset"
     jan2 = dt.datetime(2024, 1, 2, tzinfo=dt.UTC).timestamp()
-    assert read.pages == [Entry("http://a.test/x", jan2), Entry("http://a.test/y", None),
-                          Entry("http://a.test/z", jan2 + 8 * 3600)]
+    day = 86_400.0  # every entry says <changefreq>daily</changefreq>
+    assert read.pages == [Entry("http://a.test/x", jan2, day),
+                          Entry("http://a.test/y", None, day),
+                          Entry("http://a.test/z", jan2 + 8 * 3600, day)]
     assert read.sitemaps == [] and read.off_host == 0 and read.invalid == 0
 
 
@@ -251,6 +254,33 @@ def test_lastmod_unchanged_page_is_not_refreshed() -> None:
     # sitemap files are refreshed like pages
     assert refresh_at(_stored(reason=Reason.SITEMAP), 60.0) == 1060.0
     assert refresh_at(_stored(reason=Reason.SITEMAP_INVALID), 60.0) is None
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("hourly", 3_600.0), (" Weekly ", 604_800.0), ("always", 3_600.0),
+    ("never", 315_360_000.0), ("daily", 86_400.0), ("monthly", 2_592_000.0),
+    ("yearly", 31_536_000.0), ("fortnightly", None), ("", None), (None, None)])
+def test_changefreq(value: str | None, expected: float | None) -> None:
+    assert parse_changefreq(value) == expected
+
+
+def test_changefreq_read_from_pages_only() -> None:
+    body = (f"<urlset {NS}><url><loc>http://a.test/a</loc><changefreq>hourly</changefreq>"
+            "</url><url><loc>http://a.test/b</loc><changefreq>sometimes</changefreq></url>"
+            "<url><loc>http://a.test/c</loc></url></urlset>").encode()
+    assert [(e.url, e.changefreq) for e in read_sitemap(body, HERE, now=NOW).pages] == [
+        ("http://a.test/a", 3_600.0), ("http://a.test/b", None), ("http://a.test/c", None)]
+
+
+def test_changefreq_starts_the_revisit_interval_within_its_bounds() -> None:
+    bounds = RefreshSettings(min_interval=7_200.0, max_interval=30 * 86_400.0)
+    day = 86_400.0
+    assert first_revisit_interval(day, day, bounds) == day
+    assert first_revisit_interval(604_800.0, day, bounds) == 604_800.0
+    assert first_revisit_interval(3_600.0, day, bounds) == 7_200.0  # the least interval
+    assert first_revisit_interval(315_360_000.0, day, bounds) == 30 * day  # the most
+    assert first_revisit_interval(None, day, bounds) is None  # the crawl's interval
+    assert first_revisit_interval(day, day, RefreshSettings(adaptive=False)) is None
 
 
 def test_listed_again() -> None:
