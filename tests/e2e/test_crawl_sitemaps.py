@@ -15,38 +15,14 @@ from simweb import Page, SimWeb
 from simweb.model import Robots
 from simweb.scenarios import SITEMAP_ORPHANS, sitemaps
 from tests.e2e.crawl_support import hits, host, key, paths, resume, run, scenario
-
-SEEDS = ["maps.test/", "cdn.test/", "hostile.test/"]
-CRAWL_DELAY = 0.25  # maps.test's robots.txt
+from tests.e2e.sitemap_support import SEEDS, check_hostile_outcomes, check_requests
 
 
 @pytest.mark.timeout(120)
 async def test_sitemaps_lead_to_every_listed_page(tmp_path: Path) -> None:
     async with SimWeb(sitemaps(), dns=True) as web:
         out = await run(web, tmp_path, SEEDS)
-        maps = Counter(paths(hits(web, "maps.test")))
-        cdn = Counter(paths(hits(web, "cdn.test")))
-        hostile = Counter(paths(hits(web, "hostile.test")))
-        victim = web.log.records("victim.test")
-        maps_gaps = web.log.gaps("maps.test", exclude_paths=())
-        hostile_gaps = web.log.gaps("hostile.test", exclude_paths=())
-
-    # every sitemap of the index, and every URL they list: no HTML page links to them
-    sitemap_files = ["/sitemap_index.xml", "/sitemaps/pages.xml", "/sitemaps/fresh.xml.gz",
-                     "/sitemaps/list.txt"]
-    listed = [f"/orphan/{n}" for n in range(1, SITEMAP_ORPHANS + 1)]
-    listed += ["/fresh/1", "/fresh/2", "/fresh/3", "/text/1", "/text/2"]
-    for path in [*sitemap_files, *listed, "/", "/about", "/cross/1"]:
-        assert maps[path] == 1, (path, maps)
-    # a sitemap on cdn.test that nobody vouches for may not list maps.test URLs;
-    # victim.test, listed by maps.test's sitemap, is never asked for anything
-    assert "/rogue/1" not in maps and victim == []
-    assert cdn["/maps/sitemap.xml"] == 1 and cdn["/rogue.xml"] == 1 and cdn["/own/1"] == 1
-    assert sum(maps.values()) == len(sitemap_files) + len(listed) + 3
-
-    # politeness: sitemap fetches wait the host's Crawl-delay like any other request
-    assert min(maps_gaps) >= CRAWL_DELAY, maps_gaps
-    assert min(hostile_gaps) >= 0.05, hostile_gaps
+        check_requests(web)
 
     index = out.row(key(web, "maps.test/sitemap_index.xml"))
     assert (index.status, index.reason, index.kind) == (UrlStatus.DONE, Reason.SITEMAP,
@@ -64,23 +40,12 @@ async def test_sitemaps_lead_to_every_listed_page(tmp_path: Path) -> None:
     assert home.lastmod == dt.datetime(2024, 1, 5, tzinfo=dt.UTC).timestamp()
     assert home.priority == 0
 
-    # hostile sitemaps: recorded outcomes, and only what they validly listed fetched
-    assert hostile["/m/1"] == 1  # listed before the malformed cut
-    assert hostile["/h/1"] == 1  # listed before the 50 MB cap
-    for never in ("/b/1", "/d/1", "/d/2", "/bad/deeper2.xml"):
-        assert never not in hostile, (never, hostile)
-    assert hostile["/bad/loop.xml"] == 1 and hostile["/bad/deeper1.xml"] == 1
-
+    # hostile sitemaps: recorded outcomes
     def outcome(path: str) -> tuple[UrlStatus, Reason | None]:
         row = out.row(key(web, "hostile.test" + path))
         return row.status, row.reason
 
-    assert outcome("/bad/malformed.xml") == (UrlStatus.DONE, Reason.SITEMAP_INVALID)
-    assert outcome("/bad/bomb.xml") == (UrlStatus.DONE, Reason.SITEMAP_INVALID)
-    assert outcome("/bad/huge.xml.gz") == (UrlStatus.DONE, Reason.SITEMAP_CAPPED)
-    assert outcome("/bad/loop.xml") == (UrlStatus.DONE, Reason.SITEMAP)
-    assert outcome("/bad/deeper2.xml") == (UrlStatus.REJECTED, Reason.SITEMAP_DEPTH)
-    assert outcome("/bad/missing.xml") == (UrlStatus.REJECTED, Reason.HTTP_ERROR)
+    check_hostile_outcomes(outcome)
     bomb = out.row(key(web, "hostile.test/bad/bomb.xml"))
     assert bomb.detail is not None and "DTDForbidden" in bomb.detail
     # sitemaps are no pages: no page records for them
