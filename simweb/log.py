@@ -131,9 +131,11 @@ class RequestLog:
         """Requests to a host, or to one path (query ignored) of it."""
         return sum(1 for r in self.records(host) if path is None or r.path == path)
 
-    def gaps(self, host: str, exclude_paths: Iterable[str] = ("/robots.txt",)) -> list[float]:
-        """For each request to ``host`` after the first: its start minus the latest end
-        of the requests that started before it. Negative means overlap."""
+    def gaps(self, host: str | None,
+             exclude_paths: Iterable[str] = ("/robots.txt",)) -> list[float]:
+        """For each request to ``host`` (None: to any host) after the first: its start
+        minus the latest end of the requests that started before it. Negative means
+        overlap."""
         skip = set(exclude_paths)
         items = sorted((r for r in self.records(host) if r.path not in skip),
                        key=lambda r: r.started)
@@ -145,15 +147,16 @@ class RequestLog:
             latest_end = r.ended if latest_end is None else max(latest_end, r.ended)
         return out
 
-    def min_gap(self, host: str,
+    def min_gap(self, host: str | None,
                 exclude_paths: Iterable[str] = ("/robots.txt",)) -> float | None:
         """Smallest gap between the end of one response and the start of the next
-        request to ``host``; None with fewer than two requests."""
+        request to ``host`` (None: to any host); None with fewer than two requests."""
         gaps = self.gaps(host, exclude_paths)
         return min(gaps) if gaps else None
 
-    def max_in_flight(self, host: str, exclude_paths: Iterable[str] = ()) -> int:
-        """Most requests to ``host`` that were being answered at the same moment."""
+    def max_in_flight(self, host: str | None, exclude_paths: Iterable[str] = ()) -> int:
+        """Most requests to ``host`` (None: to any host) that were being answered at
+        the same moment."""
         skip = set(exclude_paths)
         events: list[tuple[float, int]] = []
         for r in self.records(host):
