@@ -173,19 +173,22 @@ class FetcherStage:
     async def _fetch_and_judge(self, task: FetchTask, delivery: Delivery) -> FetchResult:
         """The task's request (after its host's gap), its records, and in cluster mode
         with ``judge`` the page's parse and verdict; remembered for a redelivery."""
-        async with self.gate.hold(task.gate_key):
-            await self.gate.wait(task.gate_key, delivery.partition, task.delay)
+        # requests to the host count under its politeness key (its address or domain,
+        # shared with other hosts), the rendering of its pages' requests included
+        self.gate.follow(task.host, task.gate_key)
+        async with self.gate.hold(task.host):
+            await self.gate.wait(task.host, delivery.partition, task.delay)
             try:
                 result = await self.fetch(task)
             except BaseException:
                 # a request may have reached the host before the failure: the task is
                 # tried again only after the host's full gap
-                self.gate.done(task.gate_key, self.clock(), task.delay)
+                self.gate.done(task.host, self.clock(), task.delay)
                 raise
             self.metrics.fetcher.record_fetch(result.status or None, result.outcome,
                                               nbytes=result.body_bytes, seconds=result.elapsed)
             if result.robots_fetched or result.outcome not in NO_REQUEST:
-                self.gate.done(task.gate_key, result.fetched_at or self.clock(),
+                self.gate.done(task.host, result.fetched_at or self.clock(),
                                max(task.delay, result.robots_crawl_delay or 0.0))
         if (self.judge is not None and result.outcome is FetchOutcome.OK
                 and result.record is not None):
@@ -222,7 +225,7 @@ class FetcherStage:
         if robots_fetched:
             body = decision.response.body if decision.response is not None else b""
             self.metrics.fetcher.record_robots(decision.basis, nbytes=len(body))
-            self.gate.done(task.gate_key, decision.fetched_at,
+            self.gate.done(task.host, decision.fetched_at,
                            self._gap_after_robots(task, decision))
             self.counters.robots_fetches += 1
             if decision.response is not None and self.settings.fetcher.store_robots_in_warc:
@@ -251,7 +254,7 @@ class FetcherStage:
             result = _robots_result(task, decision, FetchOutcome.ROBOTS_BLOCKED)
             return msgspec.structs.replace(result, sitemaps=sitemaps) if sitemaps else result
         if robots_fetched:
-            await self.gate.wait(task.gate_key, None, 0.0)
+            await self.gate.wait(task.host, None, 0.0)
         if task.kind is TaskKind.SITEMAP:
             # a sitemap: XML, gzip or text, up to the protocol's size
             resp = await self.http.fetch(task.url, etag=task.etag,
