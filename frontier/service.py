@@ -7,7 +7,11 @@ Mercator's two layers, with only the heads in memory:
 - a min-heap of (next allowed time, host): a host becomes ready when its politeness
   timer expires; ready hosts wait in a second heap ordered by the priority of their
   head (the front queues), so higher-priority work goes out first when fetch capacity
-  is short, and breadth-first order holds within a priority.
+  is short, and breadth-first order holds within a priority;
+- with ``CRAWLER_POLITENESS_KEY`` domain or ip, a third layer: the hosts of one key
+  (registered domain, resolved address) share one rest and one set of places in
+  flight (:class:`KeyGroup`); a due host whose key is busy waits in the key's line and
+  the place that frees next goes to the first host in it (docs/politeness.md).
 
 Many hosts are worked on at once, each by one coroutine at a time: a handler (topics
 discovered, fetched, status, control), a host's dispatch and an operator change take
