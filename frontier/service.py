@@ -949,6 +949,8 @@ class Frontier:
                     wake = (min(1.0, self.settings.refresh.check_interval)
                             if self._next_refresh_check else 1.0)
                     timeout = wake if timeout is None else min(timeout, wake)
+                if self._waiting_keys:  # hosts waiting for a key's place: tended each second
+                    timeout = 1.0 if timeout is None else min(timeout, 1.0)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             if self._dispatch_tasks:
@@ -1217,6 +1219,9 @@ class Frontier:
                 slot.ready = False
                 slot.wake_at = None
                 slot.due_since = None
+            for group in self._groups.values():  # nobody waits for a place any more
+                group.waiting.clear()
+            self._waiting_keys.clear()
             return True
         return False
 

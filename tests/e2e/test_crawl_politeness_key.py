@@ -54,3 +54,17 @@ async def test_host_keying_overlaps_requests_to_one_address(tmp_path: Path) -> N
         in_flight = web.log.max_in_flight(None)
 
     assert in_flight > 1
+
+
+@pytest.mark.timeout(60)
+async def test_a_page_budget_ends_a_crawl_with_hosts_waiting_for_their_address(
+        tmp_path: Path) -> None:
+    names = [f"w{i}.test" for i in range(6)]
+    async with SimWeb(scenario(*(_site(n) for n in names)), dns=True) as web:
+        out = await run(web, tmp_path, [f"{n}/" for n in names],
+                        politeness={"key": "ip"}, crawl={"max_pages": 4})
+        pages = web.log.counts_by_host(exclude_paths=("/robots.txt",))
+
+    # the crawl ended (hosts were still waiting for the address when the budget ran out)
+    assert out.stats.fetched == 4
+    assert sum(pages.values()) == 4
