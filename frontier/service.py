@@ -662,9 +662,10 @@ class Frontier:
     async def _on_result(self, result: FetchResult, *, retry: bool = False) -> None:
         task = result.task
         key = self._forget_task(task.task_id)
-        if key is None and self.key_mode != "host":
-            # a task of an earlier owner or run: its host's key as known here
-            key = self._host_keys.get(task.host)
+        if key is None and self.key_mode == "domain":
+            key = politeness_key(task.host, "domain")  # a task of an earlier owner or run
+        elif key is None and self.key_mode == "ip":
+            key = self._host_keys.get(task.host)  # the host's address as known here, if any
         try:
             await self._apply_fetch_result(result, retry=retry)
         finally:
@@ -672,8 +673,10 @@ class Frontier:
                 # the key rests as the host does after this request, and its next
                 # place goes to the first host waiting
                 slot = self._slots.get(task.host)
-                group = self._groups.get(key)
-                if slot is not None and group is not None:
+                if slot is not None:
+                    group = self._groups.get(key)
+                    if group is None:
+                        group = self._groups[key] = KeyGroup()
                     group.next_allowed_at = max(group.next_allowed_at,
                                                 slot.state.next_allowed_at)
                 self._wake_waiting(key)

@@ -65,3 +65,39 @@ async def test_hosts_on_one_address_take_turns_and_a_changed_answer_moves_a_host
         await frontier.stop()
         await bus.stop()
         await asyncio.wait_for(asyncio.gather(consumer, runner), 10)
+
+
+async def test_a_result_of_an_earlier_owner_rests_the_whole_domain(
+        store: SqliteStateStore) -> None:
+    delay = 0.5
+    bus = MemoryBus()
+    bus.declare_group("fetcher", (Topic.FETCH,))
+    settings = Settings().replace(politeness={"default_delay": delay, "key": "domain"})
+    frontier = Frontier(settings, bus, store)
+    # a request to a.shared.test that this frontier did not send has just ended
+    old = FetchTask(task_id="earlier", url="http://a.shared.test/x", host="a.shared.test")
+    ended = frontier.clock()
+    await frontier.handle(Delivery(topic=Topic.FETCHED, key=old.host, message=FetchResult(
+        task=old, outcome=FetchOutcome.OK, status=200, fetched_at=ended)))
+    links = (Link(url="http://b.shared.test/1"),)
+    await frontier.handle(Delivery(topic=Topic.DISCOVERED, key="b.shared.test",
+                                   message=Discovered(host="b.shared.test", links=links)))
+    got: list[FetchTask] = []
+    arrived = asyncio.Event()
+
+    async def collect(delivery: Delivery) -> None:
+        assert isinstance(delivery.message, FetchTask)
+        got.append(delivery.message)
+        arrived.set()
+
+    consumer = asyncio.create_task(bus.consume("fetcher", (Topic.FETCH,), collect))
+    runner = asyncio.create_task(frontier.run())
+    try:
+        await asyncio.wait_for(arrived.wait(), 5)
+    finally:
+        await frontier.stop()
+        await bus.stop()
+        await asyncio.wait_for(asyncio.gather(consumer, runner), 10)
+    # b.shared.test shares the domain: its request waited out a.shared.test's gap
+    assert (got[0].host, got[0].politeness_key) == ("b.shared.test", "shared.test")
+    assert got[0].issued_at >= ended + delay
