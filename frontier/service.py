@@ -798,12 +798,16 @@ class Frontier:
         else:
             addresses: Sequence[str] = ()
             name, port = split_host_key(host)
-            try:
-                assert self._resolve is not None
-                addresses = await self._resolve(name, port)
-            except Exception as exc:  # any failure: the host's own key
-                log.debug("frontier: %s does not resolve (%r); its own politeness key",
-                          host, exc)
+            # a host key without a port is on a default port: 80 or 443 (a fixed answer,
+            # CRAWLER_FETCHER_RESOLVE, may name either)
+            for each in (port,) if port is not None else (80, 443):
+                try:
+                    assert self._resolve is not None
+                    addresses = await self._resolve(name, each)
+                    break
+                except Exception as exc:  # any failure: the host's own key
+                    log.debug("frontier: %s does not resolve (%r); its own politeness "
+                              "key", host, exc)
             key = politeness_key(host, "ip", addresses)
         old = self._host_keys.get(host)
         if old != key or key not in self._groups:

@@ -27,7 +27,7 @@ async def test_hosts_on_one_address_take_turns_and_a_changed_answer_moves_a_host
     settings = Settings().replace(politeness={"default_delay": 0.0, "key": "ip"})
     frontier = Frontier(settings, bus, store, resolve=resolve)
     for host in answers:
-        links = (Link(url=f"http://{host}/1"),)
+        links = [Link(url=f"http://{host}/1")]
         await frontier.handle(Delivery(topic=Topic.DISCOVERED, key=host,
                                        message=Discovered(host=host, links=links)))
     got: list[FetchTask] = []
@@ -79,7 +79,7 @@ async def test_a_result_of_an_earlier_owner_rests_the_whole_domain(
     ended = frontier.clock()
     await frontier.handle(Delivery(topic=Topic.FETCHED, key=old.host, message=FetchResult(
         task=old, outcome=FetchOutcome.OK, status=200, fetched_at=ended)))
-    links = (Link(url="http://b.shared.test/1"),)
+    links = [Link(url="http://b.shared.test/1")]
     await frontier.handle(Delivery(topic=Topic.DISCOVERED, key="b.shared.test",
                                    message=Discovered(host="b.shared.test", links=links)))
     got: list[FetchTask] = []
@@ -101,3 +101,30 @@ async def test_a_result_of_an_earlier_owner_rests_the_whole_domain(
     # b.shared.test shares the domain: its request waited out a.shared.test's gap
     assert (got[0].host, got[0].politeness_key) == ("b.shared.test", "shared.test")
     assert got[0].issued_at >= ended + delay
+
+
+async def test_fixed_answers_key_hosts_on_default_and_other_ports(
+        store: SqliteStateStore) -> None:
+    from fetcher.dns import Answer, DnsError, Resolver
+
+    class NoDns:
+        """Every name is unknown: only the fixed answers resolve (no query leaves)."""
+
+        async def query(self, host: str, qtype: str) -> Answer:
+            raise DnsError(host, "unknown", not_found=True)
+
+        async def close(self) -> None:
+            pass
+
+    resolver = Resolver(backend=NoDns(), overrides=["a.test:443:10.0.0.5",
+                                                    "b.test:*:10.0.0.5",
+                                                    "c.test:8080:10.0.0.7"])
+    settings = Settings().replace(politeness={"key": "ip"})
+    frontier = Frontier(settings, MemoryBus(), store, resolve=resolver.resolve)
+    keys = {}
+    for host in ("a.test", "b.test", "c.test:8080", "[::1]:8080", "10.0.0.5:81", "d.test"):
+        keys[host] = await frontier._key_of(host, await frontier._slot(host))
+    assert keys == {"a.test": "10.0.0.5", "b.test": "10.0.0.5", "c.test:8080": "10.0.0.7",
+                    "[::1]:8080": "::1", "10.0.0.5:81": "10.0.0.5",
+                    "d.test": "d.test"}  # no answer: a queue of its own
+    await resolver.close()
