@@ -392,6 +392,8 @@ class Frontier:
                         slot.state.lease_until = 0.0
                     slot.state.next_allowed_at = max(slot.state.next_allowed_at, rest)
                     await self.store.put_host(slot.state)
+                    if self.key_mode == "domain":  # its siblings rest with it
+                        self._join(host, slot, politeness_key(host, "domain"))
                 self.counters.refetched += len(rows)
             if replay:
                 await self._queue_refreshes(now)
@@ -821,14 +823,15 @@ class Frontier:
 
     def _join(self, host: str, slot: HostSlot, key: str) -> None:
         """Count ``host`` under ``key``: the group starts no earlier than the host's own
-        rest (and, with nothing in flight here, its lease: a request an earlier owner
-        may still have out)."""
+        rest (and in cluster mode, with nothing in flight here, its lease: a request an
+        earlier owner may still have out; in embedded mode an earlier process and its
+        requests are gone)."""
         self._host_keys[host] = key
         group = self._groups.get(key)
         if group is None:
             group = self._groups[key] = KeyGroup()
         rest = slot.state.next_allowed_at
-        if slot.in_flight == 0:
+        if slot.in_flight == 0 and not self.embedded:
             rest = max(rest, slot.state.lease_until)
         group.next_allowed_at = max(group.next_allowed_at, rest)
 
