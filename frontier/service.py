@@ -815,6 +815,7 @@ class Frontier:
         if old != key or key not in self._groups:
             if old is not None and old != key:
                 self.key_moves += 1
+                self.metrics.key_moves.inc()
                 log.info("frontier: host %s now resolves to politeness key %s (was %s)",
                          host, key, old)
                 self._leave(host, None)
@@ -919,6 +920,10 @@ class Frontier:
             while not self._stopped:
                 self.metrics.active_hosts.set(len(self._slots))
                 self.metrics.in_flight_urls.set(self._outstanding)
+                if self.key_mode != "host":
+                    self.metrics.key_waiting.set(sum(
+                        len(self._groups[k].waiting) for k in self._waiting_keys
+                        if k in self._groups))
                 self.metrics.owned_partitions.set(0 if self._owned is None
                                                   else len(self._owned))
                 if time.monotonic() - last_status > 10:
