@@ -215,6 +215,14 @@ class FetchTask(_Msg, frozen=True, kw_only=True):
     # the URL's source: for a sitemap, the robots.txt that named it (or named the index
     # that lists it), whose host the sitemap may list URLs of
     source: str | None = None
+    # the politeness key the host's gap and requests in flight are counted under
+    # (common.politeness): None for the host itself
+    politeness_key: str | None = None
+
+    @property
+    def gate_key(self) -> str:
+        """What the fetcher's own gate keeps one request at a time and the gap for."""
+        return self.politeness_key or self.host
 
 
 class StatusUpdate(_Msg, frozen=True, kw_only=True):

@@ -185,6 +185,15 @@ class FrontierMetrics:
             "crawler_frontier_stall_recoveries_total",
             "Times the frontier saw its own stall and recovered its scheduling state.",
             registry=registry)
+        self.key_waiting = Gauge(
+            "crawler_frontier_politeness_key_waiting_hosts",
+            "Due hosts waiting for a place of their politeness key (a registered "
+            "domain or an address shared with other hosts; CRAWLER_POLITENESS_KEY).",
+            registry=registry)
+        self.key_moves = Counter(
+            "crawler_frontier_politeness_key_moves_total",
+            "Hosts that moved to another politeness key because their DNS answer "
+            "changed (CRAWLER_POLITENESS_KEY=ip).", registry=registry)
         self.politeness_wait = Histogram(
             "crawler_frontier_politeness_wait_seconds",
             "Time a due URL waited for its host's politeness slot.",

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from common.adapters.handling import DEPENDENCIES
 from common.adapters.local_blobs import LocalBlobStore
 from common.metrics import Metrics
+from common.politeness import key_mode, partition_key
 from common.ports import BlobStore, Bus, StateStore
 from common.ring import HostRing
 from common.settings import Settings
@@ -38,7 +39,10 @@ def make_bus(settings: Settings, *, metrics: Metrics | None = None,
     """The bus the settings name; with ``metrics``, it records into ``metrics.bus``.
     ``instance_id`` (Kafka): the process's consumers are static group members (see
     :class:`~common.adapters.kafka_bus.KafkaBus`)."""
-    ring = HostRing(settings.bus.partitions)
+    mode = key_mode(settings.politeness.key)
+    # hosts that share a politeness key share a partition (one owner holds its timer)
+    ring = HostRing(settings.bus.partitions,
+                    key=None if mode == "host" else lambda host: partition_key(host, mode))
     bus_metrics = metrics.bus if metrics is not None else None
     if settings.bus.backend == "kafka":
         from common.adapters.kafka_bus import KafkaBus

@@ -127,6 +127,14 @@ class PolitenessSettings:
     backoff_max: float = _f(3600.0, "Longest retry back-off (seconds).", minimum=0)
     max_attempts: int = _f(5, "A URL that fails this many times is marked dead.", minimum=1)
     host_delay_overrides: tuple[str, ...] = _f((), "Per-host delay overrides, host=seconds.")
+    key: str = _f("host", "What a politeness queue (one gap, max_in_flight_per_host "
+                  "requests in flight) is keyed on: host (each host name and port), domain "
+                  "(the hosts under one registered domain, by the Public Suffix List, "
+                  "private part included, share one queue; in cluster mode hosts are "
+                  "partitioned by it), ip (the hosts whose names resolve to one address "
+                  "share one queue; the frontier resolves each host, cached for the DNS "
+                  "TTL; embedded mode only). robots.txt and page caps stay per host "
+                  "(docs/politeness.md).", choices=("host", "domain", "ip"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,6 +658,10 @@ def _validate_structured(s: Settings) -> None:
         if not math.isfinite(value) or value < 0:
             raise SettingsError("CRAWLER_POLITENESS_HOST_DELAY_OVERRIDES: expected "
                                 f"host=seconds with seconds >= 0, got {value!r}")
+    if s.politeness.key == "ip" and s.bus.backend == "kafka":
+        raise SettingsError("CRAWLER_POLITENESS_KEY: ip is for embedded mode only (a "
+                            "cluster partitions hosts by name, before any DNS look-up); "
+                            "use host or domain with CRAWLER_BUS_BACKEND=kafka")
     for cap in parse_host_map(s.traps.host_page_overrides,
                               "CRAWLER_TRAPS_HOST_PAGE_OVERRIDES", int).values():
         if cap < 1:

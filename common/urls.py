@@ -7,7 +7,8 @@ functions:
   as a browser would: parsing follows the WHATWG URL Standard (through ``ada-url``).
 - :func:`canonicalize` gives the one spelling of a URL used for de-duplication and as
   the key in the state store (rules below).
-- :func:`host_key` is what the frontier partitions by and what politeness counts per;
+- :func:`host_key` is what the frontier partitions by and what politeness counts per
+  (unless ``CRAWLER_POLITENESS_KEY`` widens both: :mod:`common.politeness`);
   :func:`registered_domain` groups hosts under their public-suffix-aware domain.
 - :func:`is_http_url`, :func:`origin`, :func:`robots_url` and :func:`path_and_query`
   are the small helpers the fetcher and the robots cache need.
@@ -479,7 +480,8 @@ def host_key(url: str) -> str:
 
     ``http://News.Test:8080/x`` gives ``news.test:8080``; ``https://bücher.de/`` gives
     ``xn--bcher-kva.de``; IPv6 hosts keep their brackets (``[::1]:8080``). The frontier
-    partitions by it and politeness is counted per host key. It is the same for a URL
+    partitions by it and politeness is counted per host key (by default: see
+    :mod:`common.politeness`). It is the same for a URL
     and its canonical form. Raises :class:`UrlError` like :func:`canonicalize`.
     """
     parts = _http_parts(url)

@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--max-pages", type=int, default=None, help="stop after N page fetches")
     c.add_argument("--out", default=None, help="output folder (default: crawl-out)")
     c.add_argument("--delay", type=float, default=None, help="politeness delay in seconds")
+    c.add_argument("--politeness-key", choices=("host", "domain", "ip"), default=None,
+                   help="what one gap and one request in flight are kept for: each host "
+                        "(default), each registered domain, or each IP address")
     c.add_argument("--max-pages-per-host", type=int, default=None)
     c.add_argument("--max-depth", type=int, default=None)
     c.add_argument("--allow-network", action="append", default=[],
@@ -148,6 +151,7 @@ OPTION_VARIABLES = {
     "out": ("--out", "CRAWLER_CRAWL_OUT_DIR"),
     "max_pages": ("--max-pages", "CRAWLER_CRAWL_MAX_PAGES"),
     "delay": ("--delay", "CRAWLER_POLITENESS_DEFAULT_DELAY"),
+    "politeness_key": ("--politeness-key", "CRAWLER_POLITENESS_KEY"),
     "max_pages_per_host": ("--max-pages-per-host", "CRAWLER_TRAPS_MAX_PAGES_PER_HOST"),
     "max_depth": ("--max-depth", "CRAWLER_TRAPS_MAX_DEPTH"),
     "allow_network": ("--allow-network", "CRAWLER_FETCHER_ALLOW_NETWORKS"),
@@ -187,6 +191,8 @@ def _with_options(s: Settings, args: argparse.Namespace) -> Settings:
         crawl["recrawl_interval"] = args.recrawl_interval
     if getattr(args, "delay", None) is not None:
         pol["default_delay"] = args.delay
+    if getattr(args, "politeness_key", None) is not None:
+        pol["key"] = args.politeness_key
     if getattr(args, "max_pages_per_host", None) is not None:
         traps["max_pages_per_host"] = args.max_pages_per_host
     if getattr(args, "max_depth", None) is not None:

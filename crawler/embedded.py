@@ -165,8 +165,10 @@ class EmbeddedCrawler:
         self.clock = wall_clock(settings)
         self.http = HttpFetcher(settings, wall_clock=self.clock)
         self.robots = RobotsCache(self.store, self.http, settings, clock=self.clock)
+        # with CRAWLER_POLITENESS_KEY=ip the frontier keys hosts by the answers of the
+        # fetcher's own resolver (one cache: the address keyed is the one connected to)
         self.frontier = Frontier(settings, self.bus, self.store, metrics=self.metrics,
-                                 clock=self.clock)
+                                 clock=self.clock, resolve=self.http.resolver.resolve)
         self.fetcher = FetcherStage(settings, self.bus, self.store, self.blobs, self.archive,
                                     self.http, self.robots, metrics=self.metrics,
                                     work=self.work.lane("write"), clock=self.clock)

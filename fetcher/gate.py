@@ -6,6 +6,9 @@ handed to this fetcher by a rebalance, may arrive right behind another request t
 same host. The gate keeps, per host, one request at a time and the earliest time the
 next may start (end of the last response + the task's delay), and, per partition, the
 time this fetcher took it over (a request from the previous owner may have just ended).
+With a politeness key wider than the host (``CRAWLER_POLITENESS_KEY`` domain or ip), a
+host's task names its key and :meth:`HostGate.follow` makes every call about that host
+count under the key, so the hosts of one key share the one request and the gap.
 
 The gate keeps its times on the monotonic clock, the one ``asyncio.sleep`` waits on. A
 response's end arrives as a wall-clock time (it is stored with the page) and is moved
@@ -40,6 +43,7 @@ class HostGate:
         self._free_at: OrderedDict[str, float] = OrderedDict()
         self._locks: dict[str, _HostLock] = {}
         self._taken_over: dict[int, float] = {}
+        self._keys: OrderedDict[str, str] = OrderedDict()  # host -> its politeness key
         self.waits = 0
         self.waited_seconds = 0.0
 
@@ -51,8 +55,24 @@ class HostGate:
         for p in [p for p in self._taken_over if p not in partitions]:
             del self._taken_over[p]
 
+    def follow(self, host: str, key: str) -> None:
+        """Requests to ``host`` count under ``key`` from now on (the host itself: its
+        own); the last ``max_hosts`` hosts are remembered."""
+        if key == host:
+            self._keys.pop(host, None)
+            return
+        self._keys[host] = key
+        self._keys.move_to_end(host)
+        while len(self._keys) > self.max_hosts:
+            self._keys.popitem(last=False)
+
+    def key(self, host: str) -> str:
+        """What requests to ``host`` are counted under."""
+        return self._keys.get(host, host)
+
     def earliest(self, host: str, partition: int | None, delay: float) -> float:
         """Pure: when the next request to ``host`` may start."""
+        host = self.key(host)
         at = self._free_at.get(host, 0.0)
         if partition is not None and partition in self._taken_over:
             at = max(at, self._taken_over[partition] + delay)
@@ -68,6 +88,7 @@ class HostGate:
     def done(self, host: str, ended_at: float, delay: float) -> None:
         """A request to ``host`` ended at ``ended_at`` (wall clock); the next waits
         ``delay``."""
+        host = self.key(host)
         ended = self.clock() - max(0.0, self.wall() - ended_at)
         self._free_at[host] = max(self._free_at.get(host, 0.0), ended + delay)
         self._free_at.move_to_end(host)
@@ -79,7 +100,8 @@ class HostGate:
 
     @asynccontextmanager
     async def hold(self, host: str) -> AsyncIterator[None]:
-        """One request at a time to ``host`` from this fetcher."""
+        """One request at a time to ``host`` (its key) from this fetcher."""
+        host = self.key(host)
         entry = self._locks.get(host)
         if entry is None:
             entry = self._locks[host] = _HostLock(asyncio.Lock())

@@ -173,6 +173,9 @@ class FetcherStage:
     async def _fetch_and_judge(self, task: FetchTask, delivery: Delivery) -> FetchResult:
         """The task's request (after its host's gap), its records, and in cluster mode
         with ``judge`` the page's parse and verdict; remembered for a redelivery."""
+        # requests to the host count under its politeness key (its address or domain,
+        # shared with other hosts), the rendering of its pages' requests included
+        self.gate.follow(task.host, task.gate_key)
         async with self.gate.hold(task.host):
             await self.gate.wait(task.host, delivery.partition, task.delay)
             try:

@@ -7,7 +7,11 @@ Mercator's two layers, with only the heads in memory:
 - a min-heap of (next allowed time, host): a host becomes ready when its politeness
   timer expires; ready hosts wait in a second heap ordered by the priority of their
   head (the front queues), so higher-priority work goes out first when fetch capacity
-  is short, and breadth-first order holds within a priority.
+  is short, and breadth-first order holds within a priority;
+- with ``CRAWLER_POLITENESS_KEY`` domain or ip, a third layer: the hosts of one key
+  (registered domain, resolved address) share one rest and one set of places in
+  flight (:class:`KeyGroup`); a due host whose key is busy waits in the key's line and
+  the place that frees next goes to the first host in it (docs/politeness.md).
 
 Many hosts are worked on at once, each by one coroutine at a time: a handler (topics
 discovered, fetched, status, control), a host's dispatch and an operator change take
@@ -32,7 +36,7 @@ import logging
 import time
 import uuid
 from collections import Counter, OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -56,6 +60,7 @@ from common.messages import (
 )
 from common.metrics import Metrics
 from common.patterns import OperatorPattern, PatternError, compile_operator_pattern
+from common.politeness import key_mode, politeness_key, split_host_key
 from common.ports import (
     Bus,
     CrawlControl,
@@ -238,6 +243,29 @@ class HostSlot:
 
 
 @dataclass(slots=True)
+class KeyGroup:
+    """The hosts that share a politeness key (``CRAWLER_POLITENESS_KEY`` domain or ip):
+    one gap and ``max_in_flight_per_host`` requests in flight for all of them. Kept in
+    memory only; each result's rest is also written to its host's row, so a group
+    joined again (after a restart or a takeover) starts from the latest of its hosts'
+    rests (:meth:`Frontier._join`)."""
+
+    next_allowed_at: float = 0.0
+    tasks: set[str] = field(default_factory=set)  # ids of its requests in flight
+    reserved: int = 0  # dispatches in progress that hold one of its places
+    # hosts that found it busy, in order; the next place goes to the first
+    waiting: dict[str, None] = field(default_factory=dict)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.tasks) + self.reserved
+
+
+Resolve = Callable[[str, int | None], Awaitable[Sequence[str]]]
+"""A host name (and port) -> its addresses, as :meth:`fetcher.dns.Resolver.resolve`."""
+
+
+@dataclass(slots=True)
 class FrontierCounters:
     """Per-run counters for things that leave no row in url_state."""
 
@@ -261,7 +289,8 @@ class Frontier:
                  clock: Callable[[], float] | None = None,
                  embedded: bool = True,
                  seen_capacity: int = 1_000_000,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None,
+                 resolve: Resolve | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.store = store
@@ -311,6 +340,19 @@ class Frontier:
         self._budget_spent = False
         self._stall_since: float | None = None  # first check that saw a stall, if any
         self._recovering = False
+        # politeness keys (common.politeness): with ``host`` each host is its own queue
+        # and none of this is used
+        self.key_mode = key_mode(settings.politeness.key)
+        if self.key_mode == "ip" and resolve is None:
+            from fetcher.dns import Resolver  # the fetcher's DNS settings and cache rules
+
+            resolve = Resolver.from_settings(settings.fetcher).resolve
+        self._resolve = resolve
+        self._groups: dict[str, KeyGroup] = {}
+        self._host_keys: dict[str, str] = {}  # host -> the key it was last counted under
+        self._task_keys: dict[str, str] = {}  # id of a request in flight -> its key
+        self._waiting_keys: set[str] = set()  # keys with hosts waiting for a place
+        self.key_moves = 0  # hosts whose ip key changed with a new DNS answer
 
     # ------------------------------------------------------------------ ownership
 
@@ -335,6 +377,7 @@ class Frontier:
             for host in [h for h in self._slots if not self.owns(h)]:
                 slot = self._slots.pop(host)
                 self._outstanding = max(0, self._outstanding - slot.in_flight)
+                self._leave(host, slot)
         await self.recover()
 
     # ------------------------------------------------------------------ lifecycle
@@ -370,6 +413,8 @@ class Frontier:
                         slot.state.lease_until = 0.0
                     slot.state.next_allowed_at = max(slot.state.next_allowed_at, rest)
                     await self.store.put_host(slot.state)
+                    if self.key_mode == "domain":  # its siblings rest with it
+                        self._join(host, slot, politeness_key(host, "domain"))
                 self.counters.refetched += len(rows)
             if replay:
                 await self._queue_refreshes(now)
@@ -642,6 +687,28 @@ class Frontier:
 
     async def _on_result(self, result: FetchResult, *, retry: bool = False) -> None:
         task = result.task
+        key = self._forget_task(task.task_id)
+        if key is None and self.key_mode == "domain":
+            key = politeness_key(task.host, "domain")  # a task of an earlier owner or run
+        elif key is None and self.key_mode == "ip":
+            key = self._host_keys.get(task.host)  # the host's address as known here, if any
+        try:
+            await self._apply_fetch_result(result, retry=retry)
+        finally:
+            if key is not None:
+                # the key rests as the host does after this request, and its next
+                # place goes to the first host waiting
+                slot = self._slots.get(task.host)
+                if slot is not None:
+                    group = self._groups.get(key)
+                    if group is None:
+                        group = self._groups[key] = KeyGroup()
+                    group.next_allowed_at = max(group.next_allowed_at,
+                                                slot.state.next_allowed_at)
+                self._wake_waiting(key)
+
+    async def _apply_fetch_result(self, result: FetchResult, *, retry: bool) -> None:
+        task = result.task
         slot = self._slots.get(task.host)
         if retry and slot is not None:
             # the failed attempt's write may have been applied although it reported a
@@ -758,6 +825,10 @@ class Frontier:
             state = await self.store.get_host(host) or HostState(host=host)
             slot = HostSlot(state=state)
             self._slots[host] = slot
+            if self.key_mode == "domain":
+                # known from the name: joined at once, so its rest and lease (a request
+                # of an earlier owner) count for its siblings before any of them goes
+                self._join(host, slot, politeness_key(host, "domain"))
         return slot
 
     async def _settle(self, host: str, slot: HostSlot) -> HostState:
@@ -774,6 +845,110 @@ class Frontier:
             slot.suspect = False
         return slot.state
 
+    # ------------------------------------------------------------------ politeness keys
+
+    async def _key_of(self, host: str, slot: HostSlot) -> str:
+        """The politeness key of an owned host, joining its group. With ``ip`` the
+        host's name is resolved (the resolver caches the answer for its TTL, so this is
+        a look-up in memory most of the time); a host whose answer changed moves to
+        the new address's group, carrying its own rest, while requests it already has
+        in flight stay counted under the old key. A name that does not resolve is its
+        own key (its fetch records the DNS failure)."""
+        if self.key_mode == "domain":
+            key = politeness_key(host, "domain")
+        else:
+            addresses: Sequence[str] = ()
+            name, port = split_host_key(host)
+            # a host key without a port is on a default port: 80 or 443 (a fixed answer,
+            # CRAWLER_FETCHER_RESOLVE, may name either)
+            for each in (port,) if port is not None else (80, 443):
+                try:
+                    assert self._resolve is not None
+                    addresses = await self._resolve(name, each)
+                    break
+                except Exception as exc:  # any failure: the host's own key
+                    log.debug("frontier: %s does not resolve (%r); its own politeness "
+                              "key", host, exc)
+            key = politeness_key(host, "ip", addresses)
+        old = self._host_keys.get(host)
+        if old != key or key not in self._groups:
+            if old is not None and old != key:
+                self.key_moves += 1
+                self.metrics.key_moves.inc()
+                log.info("frontier: host %s now resolves to politeness key %s (was %s)",
+                         host, key, old)
+                self._leave(host, None)
+            self._join(host, slot, key)
+        return key
+
+    def _join(self, host: str, slot: HostSlot, key: str) -> None:
+        """Count ``host`` under ``key``: the group starts no earlier than the host's own
+        rest (and in cluster mode, with nothing in flight here, its lease: a request an
+        earlier owner may still have out; in embedded mode an earlier process and its
+        requests are gone)."""
+        self._host_keys[host] = key
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = KeyGroup()
+        rest = slot.state.next_allowed_at
+        if slot.in_flight == 0 and not self.embedded:
+            rest = max(rest, slot.state.lease_until)
+        group.next_allowed_at = max(group.next_allowed_at, rest)
+
+    def _leave(self, host: str, slot: HostSlot | None) -> None:
+        """Stop counting ``host`` under its key (it moved, or another frontier owns it
+        now); with ``slot``, its requests in flight leave the key's count too."""
+        key = self._host_keys.pop(host, None)
+        if key is None:
+            return
+        group = self._groups.get(key)
+        if group is not None:
+            group.waiting.pop(host, None)
+            if not group.waiting:
+                self._waiting_keys.discard(key)
+        for task_id in slot.tasks if slot is not None else ():
+            self._forget_task(task_id)
+
+    def _forget_task(self, task_id: str) -> str | None:
+        """A request is over (or never went out): its key's place is free again.
+        Returns the key it was counted under, if any."""
+        key = self._task_keys.pop(task_id, None)
+        if key is not None and (group := self._groups.get(key)) is not None:
+            group.tasks.discard(task_id)
+        return key
+
+    def _wake_waiting(self, key: str) -> None:
+        """Schedule the first host waiting for a place of ``key``, if one is free."""
+        group = self._groups.get(key)
+        if group is None:
+            self._waiting_keys.discard(key)
+            return
+        while group.waiting and group.in_flight < self.settings.politeness.max_in_flight_per_host:
+            host = next(iter(group.waiting))
+            del group.waiting[host]
+            slot = self._slots.get(host)
+            if slot is not None and not slot.ready and self.owns(host):
+                self._schedule(host, slot, group.next_allowed_at)
+                break
+        if not group.waiting:
+            self._waiting_keys.discard(key)
+
+    def _tend_groups(self) -> None:
+        """About once a second: wake a waiting host of every key with nothing in flight
+        (a safety net: each place that frees wakes one already), and forget the groups
+        with nothing in flight, nobody waiting and their rest over."""
+        for key in list(self._waiting_keys):
+            self._wake_waiting(key)
+        now = self.clock()
+        idle = [k for k, g in self._groups.items()
+                if not g.tasks and not g.reserved and not g.waiting
+                and g.next_allowed_at <= now]
+        if len(idle) > 1000:
+            for k in idle:
+                del self._groups[k]
+            keep = set(self._groups)
+            self._host_keys = {h: k for h, k in self._host_keys.items() if k in keep}
+
     def _schedule(self, host: str, slot: HostSlot, at: float) -> None:
         if slot.in_flight >= self.settings.politeness.max_in_flight_per_host or slot.ready:
             return
@@ -786,7 +961,7 @@ class Frontier:
     def idle(self) -> bool:
         """Nothing queued that can ever become due in this run, and nothing in flight."""
         return (not self._timer and not self._ready and not self._ready_refresh
-                and self._outstanding == 0)
+                and self._outstanding == 0 and not self._waiting_keys)
 
     def next_wake(self) -> float | None:
         return self._timer[0][0] if self._timer else None
@@ -802,6 +977,10 @@ class Frontier:
             while not self._stopped:
                 self.metrics.active_hosts.set(len(self._slots))
                 self.metrics.in_flight_urls.set(self._outstanding)
+                if self.key_mode != "host":
+                    self.metrics.key_waiting.set(sum(
+                        len(self._groups[k].waiting) for k in self._waiting_keys
+                        if k in self._groups))
                 self.metrics.owned_partitions.set(0 if self._owned is None
                                                   else len(self._owned))
                 if time.monotonic() - last_status > 10:
@@ -823,6 +1002,8 @@ class Frontier:
                 if time.monotonic() - last_check >= 1.0:
                     last_check = time.monotonic()
                     await self.check_stall()
+                    if self.key_mode != "host":
+                        self._tend_groups()
                 self._start_refresh_check()
                 self._wake.clear()
                 self._dispatch(self.clock())
@@ -840,6 +1021,8 @@ class Frontier:
                     wake = (min(1.0, self.settings.refresh.check_interval)
                             if self._next_refresh_check else 1.0)
                     timeout = wake if timeout is None else min(timeout, wake)
+                if self._waiting_keys:  # hosts waiting for a key's place: tended each second
+                    timeout = 1.0 if timeout is None else min(timeout, 1.0)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             if self._dispatch_tasks:
@@ -1035,6 +1218,8 @@ class Frontier:
         """One ready host's dispatch, under its lock; gives back the outstanding unit
         taken for it unless a request went out."""
         dispatched = False
+        key: str | None = None  # the politeness key, other than the host (see KeyGroup)
+        group: KeyGroup | None = None
         try:
             async with self._gate.shared(), self._hosts.hold(host):
                 if self._slots.get(host) is not slot or not slot.ready:
@@ -1053,22 +1238,40 @@ class Frontier:
                     return
                 if slot.in_flight >= self.settings.politeness.max_in_flight_per_host:
                     return  # the next result schedules the host again
+                if self.key_mode != "host":
+                    key = await self._key_of(host, slot)
+                    group = self._groups[key]
+                    now = self.clock()
+                    if group.in_flight >= self.settings.politeness.max_in_flight_per_host:
+                        # the key's next free place goes to the first host waiting
+                        group.waiting[host] = None
+                        self._waiting_keys.add(key)
+                        return
+                    if group.next_allowed_at > now:
+                        self._schedule(host, slot, group.next_allowed_at)
+                        return
+                    group.reserved += 1
                 try:
                     # a store or bus call that never answers must not hold the host (and
                     # a unit of fetch capacity) for ever
                     limit = self.settings.crawl.stall_seconds / 2 or None
                     async with asyncio.timeout(limit):
-                        dispatched = await self._dispatch_host(host, slot, now)
+                        dispatched = await self._dispatch_host(host, slot, now, key)
                 except Exception as exc:  # a store or bus failure must not stop dispatching
                     log.warning("frontier: dispatching host %s failed (%r); trying again "
                                 "in %g s", host, exc, DISPATCH_RETRY)
                     if self._slots.get(host) is slot:
                         self._schedule(host, slot, self.clock() + DISPATCH_RETRY)
+                finally:
+                    if group is not None:
+                        group.reserved -= 1
         finally:
             slot.due_since = None
             self._dispatching -= 1
             if not dispatched:
                 self._outstanding = max(0, self._outstanding - 1)
+            if key is not None:
+                self._wake_waiting(key)
             self._wake.set()
 
     def _budget_exhausted(self) -> bool:
@@ -1084,13 +1287,18 @@ class Frontier:
                 slot.ready = False
                 slot.wake_at = None
                 slot.due_since = None
+            for group in self._groups.values():  # nobody waits for a place any more
+                group.waiting.clear()
+            self._waiting_keys.clear()
             return True
         return False
 
-    async def _dispatch_host(self, host: str, slot: HostSlot, now: float) -> bool:
+    async def _dispatch_host(self, host: str, slot: HostSlot, now: float,
+                             key: str | None = None) -> bool:
         """Send the host's next URL to the fetchers, or close, reschedule or forget the
         host. True when a request went out: the outstanding unit taken for this
-        dispatch is then that request's. The caller holds the host's lock."""
+        dispatch is then that request's. The caller holds the host's lock and, with a
+        politeness ``key`` other than the host, a place of the key's group."""
         state = await self._settle(host, slot)
         cap = self.rules.page_cap(host, state)
         if state.page_count + slot.in_flight >= cap or state.blocked:
@@ -1163,13 +1371,22 @@ class Frontier:
                              previous_fetch_at=row.last_fetch_at,
                              previous_record=row.record, delay=delay, issued_at=now,
                              kind=row.kind or TaskKind.PAGE,
-                             source=row.source if row.kind is TaskKind.SITEMAP else None)
+                             source=row.source if row.kind is TaskKind.SITEMAP else None,
+                             politeness_key=key)
+            if key is not None:
+                # counted before the publish: its result may arrive before it returns
+                self._groups[key].tasks.add(task_id)
+                self._task_keys[task_id] = key
             await self.bus.publish(Topic.FETCH, host, task)
         except BaseException:
             # The task may have gone out or not. The row goes back to the head with its
             # attempt still counted, so a late result of this task is a stale one; with
             # nothing in flight here the host waits out the lease set above.
             slot.tasks.discard(task_id)
+            if key is not None:
+                self._forget_task(task_id)
+                group = self._groups[key]  # it rests as the host does
+                group.next_allowed_at = max(group.next_allowed_at, state.lease_until)
             row.status = UrlStatus.QUEUED
             slot.head.appendleft(row)
             raise

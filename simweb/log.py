@@ -15,7 +15,7 @@ import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 
@@ -62,6 +62,10 @@ class RequestRecord:
             if key.lower() == lname:
                 return value
         return None
+
+
+Hosts = str | Collection[str] | None
+"""One host, any of several, or (None) any host at all."""
 
 
 class RequestLog:
@@ -131,11 +135,19 @@ class RequestLog:
         """Requests to a host, or to one path (query ignored) of it."""
         return sum(1 for r in self.records(host) if path is None or r.path == path)
 
-    def gaps(self, host: str, exclude_paths: Iterable[str] = ("/robots.txt",)) -> list[float]:
-        """For each request to ``host`` after the first: its start minus the latest end
-        of the requests that started before it. Negative means overlap."""
+    def _of(self, hosts: Hosts) -> list[RequestRecord]:
+        if hosts is None or isinstance(hosts, str):
+            return self.records(hosts)
+        names = set(hosts)
+        return [r for r in self.records() if r.host in names]
+
+    def gaps(self, host: Hosts,
+             exclude_paths: Iterable[str] = ("/robots.txt",)) -> list[float]:
+        """For each request to ``host`` (a collection of hosts: to any of them; None: to
+        any host) after the first: its start minus the latest end of the requests that
+        started before it. Negative means overlap."""
         skip = set(exclude_paths)
-        items = sorted((r for r in self.records(host) if r.path not in skip),
+        items = sorted((r for r in self._of(host) if r.path not in skip),
                        key=lambda r: r.started)
         out: list[float] = []
         latest_end: float | None = None
@@ -145,18 +157,19 @@ class RequestLog:
             latest_end = r.ended if latest_end is None else max(latest_end, r.ended)
         return out
 
-    def min_gap(self, host: str,
+    def min_gap(self, host: Hosts,
                 exclude_paths: Iterable[str] = ("/robots.txt",)) -> float | None:
         """Smallest gap between the end of one response and the start of the next
-        request to ``host``; None with fewer than two requests."""
+        request to ``host`` (as in :meth:`gaps`); None with fewer than two requests."""
         gaps = self.gaps(host, exclude_paths)
         return min(gaps) if gaps else None
 
-    def max_in_flight(self, host: str, exclude_paths: Iterable[str] = ()) -> int:
-        """Most requests to ``host`` that were being answered at the same moment."""
+    def max_in_flight(self, host: Hosts, exclude_paths: Iterable[str] = ()) -> int:
+        """Most requests to ``host`` (as in :meth:`gaps`) that were being answered at
+        the same moment."""
         skip = set(exclude_paths)
         events: list[tuple[float, int]] = []
-        for r in self.records(host):
+        for r in self._of(host):
             if r.path not in skip:
                 events.append((r.started, 1))
                 events.append((r.ended, -1))

@@ -49,6 +49,7 @@ JUNK_OPTIONS = [
     (["--delay", "inf"], "--delay"),
     (["--delay", "-1"], "--delay"),
     (["--delay", "soon"], "--delay"),
+    (["--politeness-key", "url"], "--politeness-key"),
     (["--max-pages", "-1"], "--max-pages"),
     (["--max-pages", "many"], "--max-pages"),
     (["--max-pages-per-host", "0"], "--max-pages-per-host"),

@@ -85,3 +85,20 @@ def test_took_over_partitions_wait_a_delay_from_the_takeover() -> None:
     gate.took_over(frozenset({3}))
     assert gate.earliest("new.example", 3, 2.0) == 52.0
     assert gate.earliest("new.example", 4, 2.0) == 0.0  # not a newly taken partition
+
+
+async def test_hosts_following_one_key_share_its_lock_and_gap() -> None:
+    now = [100.0]
+    gate = HostGate(clock=lambda: now[0], wall=lambda: now[0])
+    gate.follow("a.test", "127.0.0.1")
+    gate.follow("b.test", "127.0.0.1")
+    gate.done("a.test", 100.0, 2.0)
+    # b.test shares a.test's address: it waits out a.test's gap
+    assert gate.earliest("b.test", None, 2.0) == 102.0
+    assert gate.earliest("c.test", None, 2.0) == 0.0  # a host of its own
+    async with gate.hold("a.test"):
+        assert gate._locks["127.0.0.1"].lock.locked()  # b.test would queue behind it
+    # a host whose key is itself again stops sharing
+    gate.follow("b.test", "b.test")
+    assert gate.key("b.test") == "b.test"
+    assert gate.earliest("b.test", None, 2.0) == 0.0

@@ -118,3 +118,14 @@ async def test_wait_until() -> None:
     async with asyncio.timeout(2):
         await log.wait_until(lambda lg: lg.count("b.test") == 3)
     await task
+
+
+def test_gaps_and_in_flight_across_several_hosts() -> None:
+    log = filled()
+    # b.test's "/" runs from 0 to 1.0, beside a.test's first two requests
+    assert log.max_in_flight(None) == 2
+    assert log.max_in_flight(("a.test",)) == 1
+    assert log.max_in_flight(["a.test", "b.test"]) == 2
+    assert log.min_gap(("a.test",)) == log.min_gap("a.test")
+    assert log.min_gap(None) == pytest.approx(-0.85)
+    assert log.min_gap(()) is None

@@ -1,0 +1,92 @@
+"""What a politeness queue is keyed on: pure functions, no I/O.
+
+``CRAWLER_POLITENESS_KEY`` chooses it (see docs/politeness.md):
+
+- ``host``: each host key (name and port) has its own gap and its own requests in
+  flight, as before;
+- ``domain``: the hosts under one registered domain share them (the Public Suffix List
+  bundled with ``tldextract``, private part included, as the crawl scope reads it:
+  ``a.example.co.uk`` and ``b.example.co.uk`` share ``example.co.uk``;
+  ``alice.github.io`` and ``bob.github.io`` do not);
+- ``ip``: the hosts whose names resolve to one address share them (StormCrawler's
+  ``byIP``). The address is the lowest of the name's answer, so a DNS server that
+  rotates the order of its answers does not move the host.
+
+:func:`politeness_key` maps a host (and, for ``ip``, its resolved addresses) to its key;
+:func:`partition_key` is what cluster mode partitions a host by, so that one frontier
+owns every host of a key and holds the key's timer.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from typing import Literal
+
+from common.urls import UrlError, registered_domain
+
+KeyMode = Literal["host", "domain", "ip"]
+
+KEY_MODES: tuple[KeyMode, ...] = ("host", "domain", "ip")
+
+
+def key_mode(text: str) -> KeyMode:
+    """The setting's text as a :data:`KeyMode`; :class:`ValueError` for anything else."""
+    for mode in KEY_MODES:
+        if text == mode:
+            return mode
+    raise ValueError(f"expected one of {', '.join(KEY_MODES)}, got {text!r}")
+
+
+def _address_order(address: str) -> tuple[int, int, str]:
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return (2, 0, address)
+    return (0 if ip.version == 4 else 1, int(ip), address)
+
+
+def politeness_key(host: str, mode: KeyMode, addresses: Sequence[str] = ()) -> str:
+    """The politeness key of ``host`` (a host key such as ``news.test:8080``).
+
+    ``host``: the host key itself. ``domain``: its registered domain, port dropped (a
+    host that is no name, an IP literal, is its own domain). ``ip``: the lowest of
+    ``addresses`` (IPv4 before IPv6), port dropped; with no addresses (the name did not
+    resolve) the host key itself, so such a host keeps a queue of its own and its fetch
+    records the DNS failure. Never raises: a host the domain rules cannot read keys as
+    itself.
+    """
+    if mode == "domain":
+        try:
+            return registered_domain(host, private=True)
+        except UrlError:
+            return host
+    if mode == "ip":
+        if not addresses:
+            return host
+        best = min(addresses, key=_address_order)
+        return best.strip("[]").lower()
+    return host
+
+
+def split_host_key(host: str) -> tuple[str, int | None]:
+    """``news.test:8080`` -> ``("news.test", 8080)``; ``[::1]:80`` -> ``("::1", 80)``;
+    no port -> None. What a resolver takes."""
+    if host.startswith("["):
+        end = host.find("]")
+        name, rest = (host[1:end], host[end + 1:]) if end > 0 else (host, "")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif host.count(":") == 1:
+        name, _, port = host.partition(":")
+    else:
+        name, port = host, ""
+    return name, int(port) if port.isdigit() else None
+
+
+def partition_key(host: str, mode: KeyMode) -> str:
+    """What cluster mode hashes ``host`` by onto a partition: its politeness key when
+    that key follows from the name alone (``domain``), else the host itself. ``ip``
+    needs DNS and is not offered in cluster mode (the settings refuse it)."""
+    if mode == "domain":
+        return politeness_key(host, mode)
+    return host
