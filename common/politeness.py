@@ -14,7 +14,9 @@
 
 :func:`politeness_key` maps a host (and, for ``ip``, its resolved addresses) to its key;
 :func:`partition_key` is what cluster mode partitions a host by, so that one frontier
-owns every host of a key and holds the key's timer.
+owns every host of a domain and holds the domain's timer; :func:`task_route` is what a
+fetch task is published under, so that with ``ip`` one fetcher holds each address's
+gate.
 """
 
 from __future__ import annotations
@@ -85,8 +87,21 @@ def split_host_key(host: str) -> tuple[str, int | None]:
 
 def partition_key(host: str, mode: KeyMode) -> str:
     """What cluster mode hashes ``host`` by onto a partition: its politeness key when
-    that key follows from the name alone (``domain``), else the host itself. ``ip``
-    needs DNS and is not offered in cluster mode (the settings refuse it)."""
+    that key follows from the name alone (``domain``), else the host itself. With
+    ``ip`` a host's messages go by its name (every producer can work that out without
+    DNS) to the frontier that owns it, which resolves it; only its fetch tasks go by
+    the address (:func:`task_route`)."""
     if mode == "domain":
         return politeness_key(host, mode)
+    return host
+
+
+def task_route(host: str, key: str | None, mode: KeyMode) -> str:
+    """What a fetch task of ``host`` with politeness ``key`` is published under (its
+    bus key, which the ring hashes onto a partition): with ``ip`` the key, the address,
+    so every task to one address reaches the one fetcher that consumes the address's
+    partition and waits in that fetcher's gate, whichever frontier sent it; otherwise
+    the host (with ``domain`` the host's partition is already its domain's)."""
+    if mode == "ip" and key:
+        return key
     return host

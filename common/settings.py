@@ -133,7 +133,8 @@ class PolitenessSettings:
                   "private part included, share one queue; in cluster mode hosts are "
                   "partitioned by it), ip (the hosts whose names resolve to one address "
                   "share one queue; the frontier resolves each host, cached for the DNS "
-                  "TTL; embedded mode only). robots.txt and page caps stay per host "
+                  "TTL; in cluster mode fetch tasks are partitioned by the address). "
+                  "robots.txt and page caps stay per host "
                   "(docs/politeness.md).", choices=("host", "domain", "ip"))
 
 
@@ -658,10 +659,6 @@ def _validate_structured(s: Settings) -> None:
         if not math.isfinite(value) or value < 0:
             raise SettingsError("CRAWLER_POLITENESS_HOST_DELAY_OVERRIDES: expected "
                                 f"host=seconds with seconds >= 0, got {value!r}")
-    if s.politeness.key == "ip" and s.bus.backend == "kafka":
-        raise SettingsError("CRAWLER_POLITENESS_KEY: ip is for embedded mode only (a "
-                            "cluster partitions hosts by name, before any DNS look-up); "
-                            "use host or domain with CRAWLER_BUS_BACKEND=kafka")
     for cap in parse_host_map(s.traps.host_page_overrides,
                               "CRAWLER_TRAPS_HOST_PAGE_OVERRIDES", int).values():
         if cap < 1:

@@ -60,7 +60,7 @@ from common.messages import (
 )
 from common.metrics import Metrics
 from common.patterns import OperatorPattern, PatternError, compile_operator_pattern
-from common.politeness import key_mode, politeness_key, split_host_key
+from common.politeness import key_mode, politeness_key, split_host_key, task_route
 from common.ports import (
     Bus,
     CrawlControl,
@@ -1377,7 +1377,10 @@ class Frontier:
                 # counted before the publish: its result may arrive before it returns
                 self._groups[key].tasks.add(task_id)
                 self._task_keys[task_id] = key
-            await self.bus.publish(Topic.FETCH, host, task)
+            # with ip keying the task goes by its address, so that one fetcher (the
+            # consumer of the address's partition) holds the address's gate whichever
+            # frontier owns the host; otherwise by the host, on the host's partition
+            await self.bus.publish(Topic.FETCH, task_route(host, key, self.key_mode), task)
         except BaseException:
             # The task may have gone out or not. The row goes back to the head with its
             # attempt still counted, so a late result of this task is a stale one; with

@@ -1,7 +1,13 @@
-"""Cluster mode with politeness keyed on the registered domain
-(CRAWLER_POLITENESS_KEY=domain): every host of a domain is on one partition, so one of
-the two frontiers owns the domain and holds its one timer; at the server, the hosts of
-each domain see one request at a time and every gap at least the delay."""
+"""Cluster mode with politeness keyed on something wider than the host.
+
+``domain``: every host of a domain is on one partition, so one of the two frontiers
+owns the domain and holds its one timer; at the server, the hosts of each domain see
+one request at a time and every gap at least the delay.
+
+``ip``: hosts are owned by name, so the hosts of one address are spread over both
+frontiers; each frontier resolves its hosts and publishes their fetch tasks under the
+address, so one fetcher holds the address's gate; at the server, all the hosts on
+127.0.0.1 together see one request at a time and every gap at least the delay."""
 
 from __future__ import annotations
 
@@ -52,3 +58,33 @@ async def test_each_domain_gets_one_request_at_a_time_across_two_frontiers(
     assert in_flight == {d: 1 for d in DOMAINS}, in_flight
     for domain, gap in gaps.items():
         assert gap is not None and gap >= DELAY, (domain, gap)
+
+
+IP_HOSTS = [f"n{i:02d}.test" for i in range(30)]  # 30 names, all on 127.0.0.1
+
+
+@pytest.mark.timeout(420)
+async def test_hosts_of_one_address_get_one_request_at_a_time_across_two_frontiers(
+        tmp_path: Path) -> None:
+    require_cluster_servers()
+    scenario = Scenario(name="one-address", seed=7,
+                        hosts=tuple(_site(n) for n in IP_HOSTS), dns_ttl=60)
+    async with SimWeb(scenario, dns=True) as web:
+        env = crawl_env(web.dns_servers, DELAY) | {"CRAWLER_POLITENESS_KEY": "ip"}
+        with cluster(tmp_path, env) as c:
+            c.start("frontier-1", "frontier")
+            c.start("frontier-2", "frontier")
+            c.start("fetcher-1", "fetcher")
+            c.start("fetcher-2", "fetcher")
+            c.seed([web.url(n, "/") for n in IP_HOSTS])
+            stats = await c.wait_done(300)
+        paths = {n: {r.path for r in web.log.records(n)} for n in IP_HOSTS}
+        in_flight = web.log.max_in_flight(IP_HOSTS)
+        gap = web.log.min_gap(IP_HOSTS, exclude_paths=())
+
+    assert paths == {n: {"/robots.txt", "/", "/a", "/b"} for n in IP_HOSTS}
+    assert stats.fetched >= 3 * len(IP_HOSTS)
+    # across all 30 hosts, whichever frontier owns each: one request at a time, each
+    # starting at least the delay after the end of the one before
+    assert in_flight == 1, in_flight
+    assert gap is not None and gap >= DELAY, gap

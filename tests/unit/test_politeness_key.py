@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.politeness import key_mode, partition_key, politeness_key, split_host_key
+from common.politeness import key_mode, partition_key, politeness_key, split_host_key, task_route
 from common.ring import HostRing
 from common.settings import Settings, SettingsError
 
@@ -54,9 +54,9 @@ def test_key_mode_and_setting() -> None:
     assert Settings().politeness.key == "host"
     with pytest.raises(SettingsError, match="CRAWLER_POLITENESS_KEY"):
         Settings.from_env({"CRAWLER_POLITENESS_KEY": "url"})
-    # a cluster partitions by name before any DNS look-up: ip keying is refused there
-    with pytest.raises(SettingsError, match="CRAWLER_POLITENESS_KEY: ip is for embedded"):
-        Settings.from_env({"CRAWLER_POLITENESS_KEY": "ip", "CRAWLER_BUS_BACKEND": "kafka"})
+    # a cluster routes fetch tasks by address (task_route): ip keying is offered there
+    assert Settings.from_env({"CRAWLER_POLITENESS_KEY": "ip",
+                              "CRAWLER_BUS_BACKEND": "kafka"}).politeness.key == "ip"
     assert Settings.from_env({"CRAWLER_POLITENESS_KEY": "domain",
                               "CRAWLER_BUS_BACKEND": "kafka"}).politeness.key == "domain"
 
@@ -70,3 +70,19 @@ def test_domain_partitioning_puts_a_domain_on_one_partition() -> None:
     hosts = [f"h{i}.example.org:8080" for i in range(40)]
     assert {ring(h) for h in hosts} == {plain("example.org")}
     assert len({plain(h) for h in hosts}) > 1  # by host they spread
+
+
+def test_fetch_tasks_go_by_address_only_with_ip_keying() -> None:
+    # ip: the address, so every task to it reaches the one consumer of its partition
+    assert task_route("a.test:8080", "127.0.0.1", "ip") == "127.0.0.1"
+    assert task_route("b.test", "127.0.0.1", "ip") == "127.0.0.1"
+    # a name that did not resolve is its own key; no key at all: the host
+    assert task_route("gone.test", "gone.test", "ip") == "gone.test"
+    assert task_route("gone.test", None, "ip") == "gone.test"
+    # host and domain keying: the host, whose partition is already the right one
+    assert task_route("a.example.org", "example.org", "domain") == "a.example.org"
+    assert task_route("a.example.org", None, "host") == "a.example.org"
+    ring = HostRing(16)
+    hosts = [f"h{i}.test" for i in range(40)]
+    assert len({ring(task_route(h, "127.0.0.1", "ip")) for h in hosts}) == 1
+    assert len({ring(task_route(h, None, "host")) for h in hosts}) > 1
