@@ -25,8 +25,8 @@ DELAY = 0.2
 DOMAINS = {d: [f"h{i}.{d}" for i in range(8)] for d in ("alpha.test", "beta.test")}
 
 
-def _site(name: str) -> Host:
-    return Host(name=name, robots=Robots(), pages=(
+def _site(name: str, latency: float = 0.0) -> Host:
+    return Host(name=name, robots=Robots(), latency=latency, pages=(
         Page(path="/", links=("/a", "/b"), words=60), Page(path="/a", words=60),
         Page(path="/b", words=60)))
 
@@ -61,6 +61,7 @@ async def test_each_domain_gets_one_request_at_a_time_across_two_frontiers(
 
 
 IP_HOSTS = [f"n{i:02d}.test" for i in range(30)]  # 30 names, all on 127.0.0.1
+# each answer takes 0.05 s, so that requests sent side by side overlap at the server
 
 
 @pytest.mark.timeout(420)
@@ -68,7 +69,7 @@ async def test_hosts_of_one_address_get_one_request_at_a_time_across_two_frontie
         tmp_path: Path) -> None:
     require_cluster_servers()
     scenario = Scenario(name="one-address", seed=7,
-                        hosts=tuple(_site(n) for n in IP_HOSTS), dns_ttl=60)
+                        hosts=tuple(_site(n, latency=0.05) for n in IP_HOSTS), dns_ttl=60)
     async with SimWeb(scenario, dns=True) as web:
         env = crawl_env(web.dns_servers, DELAY) | {"CRAWLER_POLITENESS_KEY": "ip"}
         with cluster(tmp_path, env) as c:
