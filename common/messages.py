@@ -216,7 +216,8 @@ class FetchTask(_Msg, frozen=True, kw_only=True):
     # that lists it), whose host the sitemap may list URLs of
     source: str | None = None
     # the politeness key the host's gap and requests in flight are counted under
-    # (common.politeness): None for the host itself
+    # (common.politeness): None for the host itself; with ip keying the task is also
+    # published under it, so one fetcher holds the address's gate
     politeness_key: str | None = None
 
     @property

@@ -8,7 +8,10 @@ next may start (end of the last response + the task's delay), and, per partition
 time this fetcher took it over (a request from the previous owner may have just ended).
 With a politeness key wider than the host (``CRAWLER_POLITENESS_KEY`` domain or ip), a
 host's task names its key and :meth:`HostGate.follow` makes every call about that host
-count under the key, so the hosts of one key share the one request and the gap.
+count under the key, so the hosts of one key share the one request and the gap. In a
+cluster every task of a key arrives on one partition, so at one fetcher: the domain's
+(``domain`` partitions hosts by it) or, with ``ip``, the address's (the frontier
+publishes the task under its key), so the per-partition takeover rest covers the key.
 
 The gate keeps its times on the monotonic clock, the one ``asyncio.sleep`` waits on. A
 response's end arrives as a wall-clock time (it is stored with the page) and is moved
