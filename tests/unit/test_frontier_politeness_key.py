@@ -31,11 +31,13 @@ async def test_hosts_on_one_address_take_turns_and_a_changed_answer_moves_a_host
         await frontier.handle(Delivery(topic=Topic.DISCOVERED, key=host,
                                        message=Discovered(host=host, links=links)))
     got: list[FetchTask] = []
+    routes: list[tuple[str, int]] = []  # each task's bus key and partition
     arrived = asyncio.Event()
 
     async def collect(delivery: Delivery) -> None:
         assert isinstance(delivery.message, FetchTask)
         got.append(delivery.message)
+        routes.append((delivery.key, delivery.partition))
         arrived.set()
 
     async def tasks(want: int) -> None:
@@ -52,6 +54,8 @@ async def test_hosts_on_one_address_take_turns_and_a_changed_answer_moves_a_host
         assert len(got) == 1, got
         first = got[0]
         assert first.politeness_key == "10.0.0.1"
+        # published under the address, on its partition: one fetcher holds its gate
+        assert routes[0] == ("10.0.0.1", bus.partition_of(Topic.FETCH, "10.0.0.1"))
         other = "b.test" if first.host == "a.test" else "a.test"
         answers[other] = ("10.0.0.2",)  # its answer changes while it waits its turn
         result = FetchResult(task=first, outcome=FetchOutcome.OK, status=200,
@@ -60,6 +64,7 @@ async def test_hosts_on_one_address_take_turns_and_a_changed_answer_moves_a_host
                                        message=result))
         await tasks(2)
         assert (got[1].host, got[1].politeness_key) == (other, "10.0.0.2")
+        assert routes[1][0] == "10.0.0.2"  # the new address's partition
         assert frontier.key_moves == 1
     finally:
         await frontier.stop()
