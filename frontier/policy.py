@@ -275,10 +275,15 @@ def next_revisit_interval(previous: float | None, changed: bool, start: float,
     if not settings.adaptive:
         return start
     current = previous if previous is not None and previous > 0 else start
-    nxt = current / 2.0 if changed else current * 2.0
+    return _within_bounds(current / 2.0 if changed else current * 2.0, start, settings)
+
+
+def _within_bounds(interval: float, start: float, settings: RefreshSettings) -> float:
+    """``interval`` held within [least, most]: ``settings.min_interval`` or ``start`` if
+    shorter, ``settings.max_interval`` or ``start`` if longer."""
     least = min(settings.min_interval, start)
     most = max(settings.max_interval, start)
-    return min(most, max(least, nxt))
+    return min(most, max(least, interval))
 
 
 def first_revisit_interval(changefreq: float | None, start: float,
@@ -288,9 +293,7 @@ def first_revisit_interval(changefreq: float | None, start: float,
     crawl's recrawl interval) without one or when intervals are not adaptive."""
     if changefreq is None or not settings.adaptive:
         return None
-    least = min(settings.min_interval, start)
-    most = max(settings.max_interval, start)
-    return min(most, max(least, changefreq))
+    return _within_bounds(changefreq, start, settings)
 
 
 def take_refresh(refreshes: int, total: int, share: float) -> bool:

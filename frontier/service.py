@@ -700,9 +700,7 @@ class Frontier:
                 # place goes to the first host waiting
                 slot = self._slots.get(task.host)
                 if slot is not None:
-                    group = self._groups.get(key)
-                    if group is None:
-                        group = self._groups[key] = KeyGroup()
+                    group = self._group(key)
                     group.next_allowed_at = max(group.next_allowed_at,
                                                 slot.state.next_allowed_at)
                 self._wake_waiting(key)
@@ -710,12 +708,12 @@ class Frontier:
     async def _apply_fetch_result(self, result: FetchResult, *, retry: bool) -> None:
         task = result.task
         slot = self._slots.get(task.host)
-        if retry and slot is not None:
-            # the failed attempt's write may have been applied although it reported a
-            # failure (the URL's row then shows it as a stale result): the host's row
-            # as stored, not as remembered, so its page count is not written back short
-            slot.suspect = True
         if slot is not None:
+            # after a failed attempt, whose write may have been applied although it
+            # reported a failure (the URL's row then shows it as a stale result): the
+            # host's row as stored, not as remembered, so its page count is not written
+            # back short
+            slot.suspect = slot.suspect or retry
             await self._settle(task.host, slot)
         if slot is not None and task.task_id in slot.tasks:
             # our own request is over, whatever the row says now
@@ -729,8 +727,7 @@ class Frontier:
             self.counters.stale_results += 1
             if result.fetched_at and (result.robots_fetched
                                       or result.outcome not in NO_REQUEST_OUTCOMES):
-                slot = slot or await self._slot(task.host)
-                await self._settle(task.host, slot)
+                slot = slot or await self._slot(task.host)  # settled above, or just read
                 rest = result.fetched_at + politeness_delay(
                     slot.state, self.settings.politeness, self.delay_overrides)
                 if rest > slot.state.next_allowed_at:
@@ -887,13 +884,18 @@ class Frontier:
         earlier owner may still have out; in embedded mode an earlier process and its
         requests are gone)."""
         self._host_keys[host] = key
-        group = self._groups.get(key)
-        if group is None:
-            group = self._groups[key] = KeyGroup()
+        group = self._group(key)
         rest = slot.state.next_allowed_at
         if slot.in_flight == 0 and not self.embedded:
             rest = max(rest, slot.state.lease_until)
         group.next_allowed_at = max(group.next_allowed_at, rest)
+
+    def _group(self, key: str) -> KeyGroup:
+        """The group of ``key``, made when it has none."""
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = KeyGroup()
+        return group
 
     def _leave(self, host: str, slot: HostSlot | None) -> None:
         """Stop counting ``host`` under its key (it moved, or another frontier owns it
@@ -1407,8 +1409,8 @@ class Frontier:
         return True
 
     async def _close_host(self, host: str, slot: HostSlot, reason: Reason) -> None:
-        """Reject every queued URL of a host that reached its cap or was blocked."""
-        await self._settle(host, slot)
+        """Reject every queued URL of a host that reached its cap or was blocked (called
+        by the dispatch, after :meth:`_settle`)."""
         if reason is Reason.HOST_CAP and not slot.state.capped:
             slot.state.capped = True
             await self.store.put_host(slot.state)

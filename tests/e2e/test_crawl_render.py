@@ -21,56 +21,33 @@ import pytest
 from common.messages import Reason, UrlStatus
 from common.rendering import RenderWhy
 from parser.service import ToRender
-from render.browser import ChromiumRenderer, RenderError, find_browser
+from render.browser import ChromiumRenderer, RenderError
 from simweb import SimWeb
 from simweb.scenarios import RENDER_ITEMS, build_rendering
-from tests.conftest import unavailable
 from tests.e2e.crawl_support import DELAY, hits, key, run, settings_for
+from tests.render_support import ForbiddenListener, require_browser
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(autouse=True)
 def _browser_installed() -> None:
-    if find_browser() is None:
-        unavailable("chromium not installed (apt-get install chromium)")
-    try:
-        import playwright.async_api  # noqa: F401
-    except ImportError:
-        unavailable("playwright not installed (pip install -e '.[render]')")
-
-
-class _Listener:
-    """A TCP listener on 127.0.0.2 that counts connections (it must see none)."""
-
-    def __init__(self) -> None:
-        self.connections = 0
-        self.server: asyncio.Server | None = None
-
-    async def start(self) -> int:
-        async def accept(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            self.connections += 1
-            w.close()
-
-        self.server = await asyncio.start_server(accept, "127.0.0.2", 0)
-        return int(self.server.sockets[0].getsockname()[1])
+    require_browser()
 
 
 @pytest.fixture
-async def forbidden() -> AsyncIterator[tuple[_Listener, int]]:
-    listener = _Listener()
+async def forbidden() -> AsyncIterator[tuple[ForbiddenListener, int]]:
+    listener = ForbiddenListener()
     port = await listener.start()
     yield listener, port
-    assert listener.server is not None
-    listener.server.close()
-    await listener.server.wait_closed()
+    await listener.stop()
 
 
 RENDER = {"enabled": True, "third_party": True, "settle_ms": 200, "page_timeout": 15.0}
 
 
 async def test_rendering_crawls_script_links_and_fetches_nothing_forbidden(
-        tmp_path: Path, forbidden: tuple[_Listener, int]) -> None:
+        tmp_path: Path, forbidden: tuple[ForbiddenListener, int]) -> None:
     listener, port = forbidden
     scenario = build_rendering(forbidden=f"http://127.0.0.2:{port}")
     async with SimWeb(scenario, dns=True) as web:

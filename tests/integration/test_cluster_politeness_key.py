@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from frontier.stats import CrawlStats
 from simweb import Host, Page, SimWeb
 from simweb.model import Robots, Scenario
 from tests.integration.cluster import cluster, crawl_env, require_cluster_servers
@@ -31,6 +32,20 @@ def _site(name: str, latency: float = 0.0) -> Host:
         Page(path="/b", words=60)))
 
 
+async def _crawl_two_by_two(tmp_path: Path, web: SimWeb, key: str,
+                            names: list[str]) -> CrawlStats:
+    """Crawl ``names`` with politeness keyed on ``key`` by two frontiers and two
+    fetchers until nothing is left to do."""
+    env = crawl_env(web.dns_servers, DELAY) | {"CRAWLER_POLITENESS_KEY": key}
+    with cluster(tmp_path, env) as c:
+        c.start("frontier-1", "frontier")
+        c.start("frontier-2", "frontier")
+        c.start("fetcher-1", "fetcher")
+        c.start("fetcher-2", "fetcher")
+        c.seed([web.url(n, "/") for n in names])
+        return await c.wait_done(300)
+
+
 @pytest.mark.timeout(420)
 async def test_each_domain_gets_one_request_at_a_time_across_two_frontiers(
         tmp_path: Path) -> None:
@@ -39,14 +54,7 @@ async def test_each_domain_gets_one_request_at_a_time_across_two_frontiers(
     scenario = Scenario(name="domains", seed=5, hosts=tuple(_site(n) for n in names),
                         dns_ttl=60)
     async with SimWeb(scenario, dns=True) as web:
-        env = crawl_env(web.dns_servers, DELAY) | {"CRAWLER_POLITENESS_KEY": "domain"}
-        with cluster(tmp_path, env) as c:
-            c.start("frontier-1", "frontier")
-            c.start("frontier-2", "frontier")
-            c.start("fetcher-1", "fetcher")
-            c.start("fetcher-2", "fetcher")
-            c.seed([web.url(n, "/") for n in names])
-            stats = await c.wait_done(300)
+        stats = await _crawl_two_by_two(tmp_path, web, "domain", names)
         paths = {n: {r.path for r in web.log.records(n)} for n in names}
         in_flight = {d: web.log.max_in_flight(hosts) for d, hosts in DOMAINS.items()}
         gaps = {d: web.log.min_gap(hosts, exclude_paths=()) for d, hosts in DOMAINS.items()}
@@ -71,14 +79,7 @@ async def test_hosts_of_one_address_get_one_request_at_a_time_across_two_frontie
     scenario = Scenario(name="one-address", seed=7,
                         hosts=tuple(_site(n, latency=0.05) for n in IP_HOSTS), dns_ttl=60)
     async with SimWeb(scenario, dns=True) as web:
-        env = crawl_env(web.dns_servers, DELAY) | {"CRAWLER_POLITENESS_KEY": "ip"}
-        with cluster(tmp_path, env) as c:
-            c.start("frontier-1", "frontier")
-            c.start("frontier-2", "frontier")
-            c.start("fetcher-1", "fetcher")
-            c.start("fetcher-2", "fetcher")
-            c.seed([web.url(n, "/") for n in IP_HOSTS])
-            stats = await c.wait_done(300)
+        stats = await _crawl_two_by_two(tmp_path, web, "ip", IP_HOSTS)
         paths = {n: {r.path for r in web.log.records(n)} for n in IP_HOSTS}
         in_flight = web.log.max_in_flight(IP_HOSTS)
         gap = web.log.min_gap(IP_HOSTS, exclude_paths=())

@@ -15,7 +15,6 @@ aims its scripts, WebSocket and beacons at never sees a connection.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -24,13 +23,12 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from render.browser import find_browser
 from simweb import Page, SimWeb
 from simweb.model import Scenario
 from simweb.scenarios import RENDER_ITEMS, build_rendering
-from tests.conftest import unavailable
 from tests.e2e.crawl_support import WarcRecord, host, key, warc_records
 from tests.integration.cluster import Cluster, cluster, crawl_env, require_cluster_servers
+from tests.render_support import ForbiddenListener, require_browser
 
 pytestmark = pytest.mark.integration
 
@@ -91,30 +89,12 @@ def scenario(forbidden: str) -> Scenario:
                     hosts=(*spa.hosts, host(name, *pages)), dns_ttl=60)
 
 
-class _Listener:
-    """A TCP listener on 127.0.0.2 that counts connections (it must see none)."""
-
-    def __init__(self) -> None:
-        self.connections = 0
-        self.server: asyncio.Server | None = None
-
-    async def start(self) -> int:
-        async def accept(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            self.connections += 1
-            w.close()
-
-        self.server = await asyncio.start_server(accept, "127.0.0.2", 0)
-        return int(self.server.sockets[0].getsockname()[1])
-
-
 @pytest.fixture
-async def forbidden() -> AsyncIterator[tuple[_Listener, int]]:
-    listener = _Listener()
+async def forbidden() -> AsyncIterator[tuple[ForbiddenListener, int]]:
+    listener = ForbiddenListener()
     port = await listener.start()
     yield listener, port
-    assert listener.server is not None
-    listener.server.close()
-    await listener.server.wait_closed()
+    await listener.stop()
 
 
 def text_records(root: Path) -> list[WarcRecord]:
@@ -144,14 +124,9 @@ def start_roles(c: Cluster, layout: str) -> None:
 @pytest.mark.timeout(480)
 @pytest.mark.parametrize("layout", ["inline", "services"])
 async def test_cluster_renders_script_built_pages(
-        tmp_path: Path, layout: str, forbidden: tuple[_Listener, int]) -> None:
+        tmp_path: Path, layout: str, forbidden: tuple[ForbiddenListener, int]) -> None:
     require_cluster_servers()
-    if find_browser() is None:
-        unavailable("chromium not installed (scripts/apt-install chromium)")
-    try:
-        import playwright.async_api  # noqa: F401
-    except ImportError:
-        unavailable("playwright not installed (pip install -e '.[render]')")
+    require_browser()
     listener, port = forbidden
     async with SimWeb(scenario(f"http://127.0.0.2:{port}"), dns=True) as web:
         env = crawl_env(web.dns_servers, DELAY) | {

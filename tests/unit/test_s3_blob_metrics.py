@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from obstore.store import LocalStore
 
@@ -32,15 +33,21 @@ def wait_for(check: object, what: str, limit: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def test_uploads_failures_and_backlog_are_counted(tmp_path: Path) -> None:
+def _store(tmp_path: Path, **kw: Any) -> tuple[Path, Metrics, S3BlobStore]:
+    """An S3 blob store whose bucket is the folder ``bucket``, with its metrics."""
     folder = tmp_path / "bucket"
     folder.mkdir()
     metrics = Metrics.create(roles=(), process=False)
     store = S3BlobStore(str(tmp_path / "spool"), S3Config(bucket="crawl", keep_uploaded=0,
                                                             upload_wait=30),
-                        writer_id="w", max_bytes=1000, fsync=False,
+                        writer_id="w", fsync=False,
                         bucket=LocalStore(str(folder)),  # type: ignore[arg-type]
-                        metrics=metrics.blob)
+                        metrics=metrics.blob, **kw)
+    return folder, metrics, store
+
+
+def test_uploads_failures_and_backlog_are_counted(tmp_path: Path) -> None:
+    folder, metrics, store = _store(tmp_path, max_bytes=1000)
     try:
         assert sample(metrics, "crawler_blob_upload_backlog_files") == 0
         folder.rmdir()
@@ -73,14 +80,7 @@ def test_uploads_failures_and_backlog_are_counted(tmp_path: Path) -> None:
 
 
 def test_a_side_file_snapshot_counts_as_a_side_upload(tmp_path: Path) -> None:
-    folder = tmp_path / "bucket"
-    folder.mkdir()
-    metrics = Metrics.create(roles=(), process=False)
-    store = S3BlobStore(str(tmp_path / "spool"), S3Config(bucket="crawl", keep_uploaded=0,
-                                                            upload_wait=30),
-                        writer_id="w", fsync=False,
-                        bucket=LocalStore(str(folder)),  # type: ignore[arg-type]
-                        metrics=metrics.blob)
+    folder, metrics, store = _store(tmp_path)
     store.append_line("pages.jsonl", '{"url": "http://a.test/"}')
     store.close()
     assert sample(metrics, "crawler_blob_uploaded_files_total", "side") == 1
