@@ -26,12 +26,12 @@ shingle, the hashes or the sizes makes stored sketches incomparable with new one
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from common.simhash import _MD5, hamming, tokens
+from common.simhash import _MD5, encoded_tokens, hamming
 
 __all__ = ["CANDIDATE_BITS", "KEY_SPACE", "KEY_VALUES", "SHINGLE", "SKETCH_BYTES",
            "SKETCH_SIZE", "VALUE_BITS", "closest", "index_keys", "jaccard", "plausible",
@@ -60,11 +60,15 @@ def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 def shingle_hashes(text: str) -> npt.NDArray[np.uint64]:
     """The distinct 64-bit hashes of the word 5-shingles of ``text``, sorted; one hash
     for a text of one to four words, none for a text without words."""
-    words = tokens(text)
+    return shingle_hashes_of(encoded_tokens(text))
+
+
+def shingle_hashes_of(words: Sequence[bytes]) -> npt.NDArray[np.uint64]:
+    """:func:`shingle_hashes` of a text from its :func:`common.simhash.encoded_tokens`."""
     if not words:
         return np.empty(0, dtype=np.uint64)
     md5 = _MD5
-    known = {w: int.from_bytes(md5(w.encode("utf-8")).digest()[:8], "little") or 1
+    known = {w: int.from_bytes(md5(w).digest()[:8], "little") or 1
              for w in dict.fromkeys(words)}
     word = np.fromiter(map(known.__getitem__, words), dtype=np.uint64, count=len(words))
     count = max(len(word) - SHINGLE + 1, 1)
@@ -82,8 +86,12 @@ def sketch(text: str) -> bytes:
 
 
 def sketch_of(hashes: npt.NDArray[np.uint64]) -> bytes:
-    """The bottom-k sketch of a set of shingle hashes (see :func:`shingle_hashes`)."""
-    top = np.unique((hashes >> _U64(64 - VALUE_BITS)).astype(np.uint32))
+    """The bottom-k sketch of a set of shingle hashes (sorted and distinct, as
+    :func:`shingle_hashes` gives them: their top bits are then sorted too, so equal
+    values are neighbours)."""
+    top = (hashes >> _U64(64 - VALUE_BITS)).astype(np.uint32)
+    if len(top) > 1:
+        top = top[np.concatenate(([True], top[1:] != top[:-1]))]
     return top[:SKETCH_SIZE].astype(">u4").tobytes()
 
 

@@ -45,15 +45,16 @@ from __future__ import annotations
 import hashlib
 import importlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
 import numpy as np
 
 __all__ = [
-    "BITS", "MAX_K", "SHINGLE", "block_keys", "block_spans", "features", "hamming",
-    "near_duplicate", "simhash64", "to_signed", "to_unsigned", "tokens",
+    "BITS", "MAX_K", "SHINGLE", "block_keys", "block_spans", "encoded_tokens", "features",
+    "hamming", "near_duplicate", "simhash64", "simhash_of", "to_signed", "to_unsigned",
+    "tokens",
 ]
 
 BITS = 64
@@ -96,16 +97,32 @@ def features(text: str, shingle: int = SHINGLE) -> list[str]:
     return [" ".join(tokens[i:i + shingle]) for i in range(len(tokens) - shingle + 1)]
 
 
+def encoded_tokens(text: str) -> list[bytes]:
+    """:func:`tokens` of ``text``, each UTF-8 encoded: the input of :func:`simhash_of`
+    and :func:`common.minhash.shingle_hashes_of`, so a page is tokenised once for both."""
+    return [word.encode("utf-8") for word in _TOKEN.findall(text.lower())]
+
+
 def simhash64(text: str) -> int:
     """Unsigned 64-bit SimHash of ``text``; 0 for a text without words."""
-    feats = features(text)
-    if not feats:
+    return simhash_of(encoded_tokens(text))
+
+
+def simhash_of(words: Sequence[bytes]) -> int:
+    """:func:`simhash64` of a text from its :func:`encoded_tokens` (a shingle's bytes
+    are its words joined by a space, as in :func:`features`)."""
+    if not words:
         return 0
     md5 = _MD5
-    digests = b"".join([md5(f.encode("utf-8")).digest()[8:] for f in feats])
+    if len(words) <= SHINGLE:
+        digests, count = md5(b" ".join(words)).digest()[8:], 1
+    else:
+        digests = b"".join([md5(a + b" " + b + b" " + c).digest()[8:]
+                            for a, b, c in zip(words, words[1:], words[2:], strict=False)])
+        count = len(words) - SHINGLE + 1
     # one row of 64 bits per feature, most significant bit first
     bits = np.unpackbits(np.frombuffer(digests, dtype=np.uint8)).reshape(-1, BITS)
-    majority = bits.sum(axis=0, dtype=np.int64) * 2 > len(feats)
+    majority = bits.sum(axis=0, dtype=np.int64) * 2 > count
     return int.from_bytes(np.packbits(majority).tobytes(), "big")
 
 

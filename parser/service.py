@@ -49,7 +49,7 @@ from common.pagework import PageJobTimeoutError, PageWork, ThreadPageWork, WorkC
 from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.rendering import RenderRules, RenderWhy, ShellSignal, count_scripts, render_decision
 from common.settings import Settings
-from common.simhash import simhash64
+from common.simhash import encoded_tokens, simhash_of
 from common.sitemaps import SitemapRead, read_sitemap, vouched_hosts
 from parser.charset import decode_html
 from parser.html import extract, followable_links, parse_document
@@ -130,6 +130,15 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
     plain = MainText(decoded.text, len(" ".join(decoded.text.split())))
     return Extracted(title=None, text=decoded.text, links=[], noindex=False, nofollow=False,
                      signals=text_signals(plain))
+
+
+def fingerprints(text: str) -> tuple[int | None, bytes | None]:
+    """The SimHash and MinHash sketch of a page's text, from one pass over its words;
+    (None, None) for a blank text, no sketch for a text without words."""
+    if not text.strip():
+        return None, None
+    words = encoded_tokens(text)
+    return simhash_of(words), minhash.sketch_of(minhash.shingle_hashes_of(words)) or None
 
 
 class ParserStage:
@@ -398,9 +407,8 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
         text_written = ctx.archive.write_text(
             url=task.url, text=found.text, fetched_at=result.fetched_at,
             refers_to_record_id=stored.record_id, signals=text_fields(found.signals))
-    simhash = simhash64(found.text) if found.text.strip() else None
-    sketch = minhash.sketch(found.text) if simhash is not None else None
-    return found, text_written, simhash, sketch or None, elapsed, None
+    simhash, sketch = fingerprints(found.text)
+    return found, text_written, simhash, sketch, elapsed, None
 
 
 def rendered_job(ctx: WorkContext, result: FetchResult, record_id: str, html: str,
@@ -425,9 +433,8 @@ def rendered_job(ctx: WorkContext, result: FetchResult, record_id: str, html: st
         text_written = ctx.archive.write_text(
             url=task.url, text=found.text, fetched_at=result.fetched_at,
             refers_to_record_id=dom.record_id, signals=text_fields(found.signals))
-    simhash = simhash64(found.text) if found.text.strip() else None
-    sketch = minhash.sketch(found.text) if simhash is not None else None
-    return found, dom.pointer, text_written, simhash, sketch or None, elapsed
+    simhash, sketch = fingerprints(found.text)
+    return found, dom.pointer, text_written, simhash, sketch, elapsed
 
 
 @functools.lru_cache(maxsize=8)

@@ -115,3 +115,23 @@ def test_closest_uses_the_sketch_and_falls_back_to_simhash() -> None:
     same = [("http://b/", ha, sa), ("http://a/", ha, sa)]
     assert minhash.closest(ha, sa, same, k=3, threshold=0.8) == ("http://a/", ha)
     assert minhash.closest(ha, sa, same[::-1], k=3, threshold=0.8) == ("http://a/", ha)
+
+
+def test_sketch_keeps_the_smallest_distinct_top_bits() -> None:
+    # two shingle hashes with the same top 32 bits give one value; the rest are the
+    # smallest distinct ones, in order (written out with numpy's set functions)
+    for seed in range(30):
+        hashes = minhash.shingle_hashes(prose(seed, 40 + seed * 20))
+        top = np.unique((hashes >> np.uint64(32)).astype(np.uint32))
+        assert minhash.sketch_of(hashes) == top[:minhash.SKETCH_SIZE].astype(">u4").tobytes()
+    base = np.array([5 << 32 | 1, 5 << 32 | 9, 7 << 32], dtype=np.uint64)
+    assert list(minhash.values(minhash.sketch_of(base))) == [5, 7]
+
+
+def test_parser_fingerprints_are_the_text_s_simhash_and_sketch() -> None:
+    from parser.service import fingerprints
+
+    for text in (prose(3, 300), "two words", "Ünïcode 東京 text here and there", "x"):
+        assert fingerprints(text) == (simhash64(text), minhash.sketch(text))
+    assert fingerprints("  \n ") == (None, None)
+    assert fingerprints("... !!") == (0, None)  # no words: no sketch

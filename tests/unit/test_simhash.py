@@ -109,3 +109,10 @@ def test_distinct_pages_are_far_apart() -> None:
     distances = [hamming(a, b) for i, a in enumerate(prints) for b in prints[i + 1:]]
     assert min(distances) > 10
     assert 28 <= statistics.mean(distances) <= 36  # unrelated: about 32 of 64 bits
+
+
+@given(st.text(max_size=300) | st.lists(st.sampled_from([*WORDS, "東京", "Ünïcode", "x"]),
+                                        max_size=12).map(" ".join))
+def test_any_text_matches_reference_implementation(text: str) -> None:
+    # the fast path joins encoded words; the reference hashes the shingle strings
+    assert simhash64(text) == reference_simhash(text)
