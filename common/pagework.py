@@ -65,7 +65,7 @@ import socket
 import struct
 import sys
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
@@ -278,12 +278,16 @@ class ProcessPageWork:
     def __init__(self, settings: Settings, *, processes: int, root: str, writer: str,
                  cdx_name: str, lanes: tuple[str, ...] = (DEFAULT_LANE,),
                  job_timeout: float | None = None, keep_recent: int = KEEP_RECENT,
-                 preload: tuple[str, ...] = ()) -> None:
+                 preload: tuple[str, ...] = (),
+                 lane_processes: Mapping[str, int] | None = None) -> None:
         if processes < 1:
             raise ValueError("ProcessPageWork needs at least one process")
         if not lanes:
             raise ValueError("ProcessPageWork needs at least one lane")
         self.processes = processes
+        # workers per lane: ``processes`` unless ``lane_processes`` names another count
+        self._sizes = {name: (lane_processes or {}).get(name) or processes
+                       for name in lanes}
         self.job_timeout = (settings.crawl.page_job_timeout if job_timeout is None
                             else job_timeout)
         self._setup = (settings, root, writer, cdx_name, keep_recent, preload)
@@ -310,7 +314,7 @@ class ProcessPageWork:
     async def start(self) -> None:
         """Start the workers and wait until each is set up (``preload`` imported)."""
         for name, pool in self._pools.items():
-            while len(pool.workers) < self.processes:
+            while len(pool.workers) < self._sizes[name]:
                 pool.workers.append(await self._spawn(name))
         await asyncio.gather(*(w.started.wait() for w in self._workers))
 
@@ -409,7 +413,7 @@ class ProcessPageWork:
                 if not w.alive:
                     await self._retire(w)
                     pool.workers[i] = await self._spawn(lane)
-            while len(pool.workers) < self.processes:
+            while len(pool.workers) < self._sizes[lane]:
                 pool.workers.append(await self._spawn(lane))
         return min(pool.workers, key=lambda w: len(w.pending))
 

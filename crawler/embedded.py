@@ -156,7 +156,9 @@ class EmbeddedCrawler:
                                         root=str(blob_root(settings)), writer=writer_id,
                                         cdx_name=self.archive.cdx_name,
                                         lanes=("write", "parse"), keep_recent=0,
-                                        preload=("fetcher.service", "parser.service"))
+                                        preload=("fetcher.service", "parser.service"),
+                                        lane_processes={
+                                            "parse": settings.crawl.parse_processes})
         else:
             self.work = ThreadPageWork(WorkContext(settings, self.blobs, self.archive,
                                                    keep_recent=KEEP_RECENT))

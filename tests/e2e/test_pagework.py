@@ -233,6 +233,21 @@ async def test_a_lane_never_waits_for_another(tmp_path: Path) -> None:
         work.lane("other")
 
 
+async def test_a_lane_can_have_more_workers_than_another(tmp_path: Path) -> None:
+    work = _work(tmp_path, lanes=("write", "parse"), job_timeout=0,
+                 lane_processes={"parse": 2})
+    write, parse = work.lane("write"), work.lane("parse")
+    await work.start()
+    try:
+        assert len(work.pids("write")) == 1 and len(work.pids("parse")) == 2
+        # two slow parses at once run side by side, one in each parse worker
+        parsers = await asyncio.gather(parse.run(_sleep, 0.5), parse.run(_sleep, 0.5))
+        assert await write.run(_pid) in work.pids("write")
+    finally:
+        await work.close()
+    assert len(set(parsers)) == 2
+
+
 def _model_loaded(ctx: WorkContext) -> bool:
     from parser import signals
 
