@@ -51,7 +51,7 @@ REPORT = REPO / "docs" / "benchmarks.md"
 SCRAPY_REQUIREMENT = "scrapy>=2.13,<3"
 PYSPY_REQUIREMENT = "py-spy>=0.4,<0.5"
 TOOLS = ("embedded", "cluster", "scrapy")
-STEPS = ("ceiling", "compare", "scaling", "profile", "seen")
+STEPS = ("ceiling", "compare", "scaling", "profile", "cluster-profile", "seen")
 WEBS = ("generated", "real", "both")
 
 
@@ -262,7 +262,7 @@ class Bench:
         if "scrapy" in self.cfg.tools:
             self.tools_info["scrapy"] = str(self.venv_tool("scrapy-venv", SCRAPY_REQUIREMENT,
                                                            "scrapy"))
-        if "profile" in self.cfg.steps:
+        if "profile" in self.cfg.steps or "cluster-profile" in self.cfg.steps:
             try:
                 self.tools_info["py-spy"] = str(self.venv_tool("tools-venv", PYSPY_REQUIREMENT,
                                                                "py-spy"))
@@ -639,6 +639,51 @@ class Bench:
         self.log(f"  {summary['cpu_seconds']:.1f} CPU s sampled: {top}")
         return summary
 
+    def cluster_profile(self) -> None:
+        """A cluster crawl of the generated web under py-spy: the command line and
+        environment of the cluster runs, every process of the run sampled (the services,
+        the seeding command, the benchmark's supervisor, which is left out)."""
+        spy = self.tools_info.get("py-spy")
+        if not spy or self.nginx is None:
+            return
+        from bench.cpu_profile import summarize_cluster_file
+
+        reason = self.cluster_ready()
+        if reason is not None:
+            self.log(f"cluster profile not run: {reason}")
+            self.results["cluster_profile"] = {"error": f"cluster mode not run: {reason}"}
+            return
+        self.use_generated()
+        raw = VAR / "cluster-profile.txt"
+        raw.unlink(missing_ok=True)
+        crawl = self.cluster_crawl(0)
+        crawl.name = "cluster-profile"
+        # --gil: a sample per process only from the thread that holds the GIL. Without
+        # it the services' many blocked threads (the driver's and Kafka's, page work,
+        # threads waiting for the GIL) are taken for running in a share of the samples,
+        # which came to several times the kernel's CPU count.
+        crawl.command = [spy, "record", "--subprocesses", "--gil", "--rate",
+                         str(self.cfg.profile_rate), "--format", "raw", "--output", str(raw),
+                         "--", *crawl.command]
+        self.log(f"cluster profile: cluster crawl of the generated web "
+                 f"({len(self.target.expected):,} fetches) under py-spy "
+                 f"({self.cfg.profile_rate} Hz, every process)")
+        result = run_crawl(crawl, 0, self.nginx, set(self.target.expected), self.log)
+        shutil.rmtree(crawl.out_dir, ignore_errors=True)
+        if result.exit_code != 0 or result.timed_out or not raw.exists():
+            log = crawl.log_path.read_text(errors="replace")[-1500:]
+            self.log(f"  failed (exit {result.exit_code}): {log}")
+            self.results["cluster_profile"] = {"error": log or result.notes}
+            return
+        summary = summarize_cluster_file(raw, self.cfg.profile_rate)
+        summary.update({"pages": result.pages, "wall_seconds": result.wall_seconds,
+                        "service_cpu": result.service_cpu, "missing": result.missing,
+                        "raw_file": str(raw.relative_to(REPO))})
+        self.results["cluster_profile"] = summary
+        top = ", ".join(f"{r['name'].split(' (')[0]} {100 * r['share']:.0f}%"
+                        for r in summary["components"][:4])
+        self.log(f"  {result.pages} pages, {summary['cpu_seconds']:.1f} CPU s sampled: {top}")
+
     # ------------------------------------------------------------------ seen filter
 
     def seen(self) -> None:
@@ -673,6 +718,9 @@ class Bench:
                 self.profile()
             if "profile" in steps and self.real is not None:
                 self.profile_real()
+            if "cluster-profile" in steps and "cluster" in self.cfg.tools:
+                self.cluster_profile()
+                self.checkpoint()
             if "seen" in steps:
                 self.seen()
         except BenchError as exc:
@@ -739,7 +787,7 @@ def infra_pids() -> dict[str, int]:
 
 def render_only(cfg: Config) -> int:
     """Write the report again from a results file."""
-    from bench.cpu_profile import summarize_file
+    from bench.cpu_profile import summarize_cluster_file, summarize_file
 
     path = Path(cfg.render)
     results = json.loads(path.read_text())
@@ -751,6 +799,13 @@ def render_only(cfg: Config) -> int:
             prof = summarize_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
             prof.update(keep)
             holder["profile"] = prof
+    prof = results.get("cluster_profile")
+    if prof and prof.get("raw_file") and (REPO / prof["raw_file"]).exists():
+        keep = {k: prof[k] for k in ("pages", "wall_seconds", "service_cpu", "missing",
+                                     "raw_file") if k in prof}
+        prof = summarize_cluster_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
+        prof.update(keep)
+        results["cluster_profile"] = prof
     write_json(path, results)
     name = path.stem
     target = (Path(cfg.report_path) if cfg.report_path

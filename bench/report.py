@@ -394,6 +394,7 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
               "counts anything else those servers did meanwhile).\n")
 
     out.extend(cluster_cost_lines(results))
+    out.extend(cluster_profile_lines(results))
 
     # ---- scaling
     scaling = [r for r in results.get("scaling") or [] if "error" not in r]
@@ -736,6 +737,131 @@ def cluster_cost_lines(results: dict[str, Any]) -> list[str]:
           f"{_f(c['embedded_ms'] * rate / 1000, 0)} |")
     if c["scrapy_ms"]:
         w(f"| Scrapy's cost per page, for comparison | {_f(c['scrapy_ms'] * rate / 1000, 0)} |")
+    w("")
+    return lines
+
+
+# Why each component of the cluster profile is there, by the start of its name.
+CLUSTER_COMPONENT_WHY: tuple[tuple[str, str], ...] = (
+    ("Cassandra driver", "every store call is a statement the driver (pure Python for "
+     "the most part) binds, encodes and sends, and whose result rows it decodes; its own "
+     "threads read the connections and run the callbacks. The store calls per page are "
+     "in the section above."),
+    ("Cassandra store adapter", "the crawler's side of each store call: rows to and "
+     "from its records (rowcodec), statements and batches built, the driver's futures "
+     "handed to the event loop."),
+    ("Kafka client and bus", "every message is produced and consumed through "
+     "confluent_kafka; librdkafka's work on the calling thread (poll, produce) is charged "
+     "here, and the bus keeps each partition's offsets (the offset tracker) so an offset "
+     "is committed only once its message is handled. librdkafka's own threads are not "
+     "Python threads: py-spy does not see them, the kernel's count does."),
+    ("message encoding", "every Kafka message is msgspec JSON: encoded once by its "
+     "producer, decoded by each consumer."),
+    ("metrics", "each store call is timed and counted for /metrics."),
+    ("thread hand-off", "results of page work and of the client threads wake the event "
+     "loop (call_soon_threadsafe, futures)."),
+    ("HTML parsing", "the fetcher parses each page itself (links, main text, signals), "
+     "as embedded mode's page workers do."),
+    ("SimHash", "each page's near-duplicate fingerprints, as in embedded mode."),
+    ("WARC writing", "each response's WARC records, compressed, as in embedded mode."),
+    ("URL parsing", "the canonical form of every outlink found and of every URL the "
+     "frontier takes in."),
+    ("HTTP client", "the fetch itself: aiohttp, DNS, the SSRF guard."),
+    ("event loop", "asyncio's own scheduling of the services' many small tasks and "
+     "callbacks."),
+    ("frontier", "the frontier's own work: queues, politeness timers, leases, "
+     "verdicts."),
+    ("start-up", "importing each process's modules: once per process, spread over the "
+     "run's pages."),
+    ("other", "frames of no known part (the standard library and others); the hottest "
+     "functions below show which."),
+)
+
+
+def _why(name: str) -> str:
+    return next((why for prefix, why in CLUSTER_COMPONENT_WHY if name.startswith(prefix)),
+                "")
+
+
+def cluster_profile_lines(results: dict[str, Any]) -> list[str]:
+    """Where the cluster's Python CPU per page goes: the cluster-profile step's py-spy
+    samples by service, component, thread and function."""
+    prof = results.get("cluster_profile")
+    if not prof:
+        return []
+    lines: list[str] = []
+    w = lines.append
+    if "components" not in prof:
+        w("## Cluster mode: where the Python CPU goes (profiled)\n")
+        w(f"The cluster profile failed: `{str(prof.get('error', ''))[-300:]}`\n")
+        return lines
+    pages = max(1, int(prof.get("pages") or 0))
+    rate = prof["rate_hz"]
+    kernel = {k: v for k, v in (prof.get("service_cpu") or {}).items()}
+    w("## Cluster mode: where the Python CPU goes (profiled)\n")
+    w(f"py-spy (`record --subprocesses`) sampled every process of one cluster crawl of "
+      f"the generated web, the cluster runs' command line and settings, at {rate} Hz: "
+      f"{prof.get('pages', 0):,} pages in {_f(prof.get('wall_seconds'))} s. Of "
+      f"{prof['samples']:,} samples, {prof['idle_samples']:,} were threads waiting for "
+      f"work and {prof.get('left_out_samples', 0):,} the benchmark's supervisor (its "
+      f"completion polls, left out as its CPU is); **{prof['cpu_samples']:,} CPU samples, "
+      f"{_f(prof['cpu_seconds'])} s, {_f(1000 * prof['cpu_seconds'] / pages, 2)} ms per "
+      "page**")
+    if kernel:
+        w(f" against {_f(sum(kernel.values()))} CPU seconds of the same processes by the "
+          f"kernel's count ({_f(1000 * sum(kernel.values()) / pages, 2)} ms per page)")
+    w(". py-spy sees Python threads only: C code is charged to the Python frame that "
+      "called it, and threads that are not Python's (librdkafka's own) are not sampled, "
+      "which is most of the gap to the kernel's count. Under the profiler the crawl runs "
+      "slower than in the runs above. Raw stacks: `" + str(prof.get("raw_file", ""))
+      + "` (not committed).\n")
+    w("By service process:\n")
+    w("| process | CPU s sampled | ms per page sampled | ms per page, kernel's count "
+      "| share |")
+    w("|---|---|---|---|---|")
+    for row in prof["services"]:
+        k = kernel.get(row["name"])
+        w(f"| {row['name']} | {_f(row['cpu_seconds'])} | "
+          f"{_f(1000 * row['cpu_seconds'] / pages, 2)} | "
+          f"{_f(1000 * k / pages, 2) if k is not None else '-'} | "
+          f"{100 * row['share']:.1f}% |")
+    w("")
+    w("By component (the driver's and the Kafka client's own threads are theirs; else "
+      "the innermost frame that belongs to a known part):\n")
+    w("| component | CPU s | share | ms per page |\n|---|---|---|---|")
+    for row in prof["components"]:
+        w(f"| {row['name']} | {_f(row['cpu_seconds'])} | {100 * row['share']:.1f}% | "
+          f"{_f(1000 * row['cpu_seconds'] / pages, 2)} |")
+    w("")
+    large = [r for r in prof["components"] if r["share"] >= 0.05 and _why(r["name"])]
+    if large:
+        w("Why the large ones are there:\n")
+        for row in large:
+            w(f"- **{row['name'].split(' (')[0]}** "
+              f"({_f(1000 * row['cpu_seconds'] / pages, 2)} ms per page): "
+              f"{_why(row['name'])}")
+        w("")
+    w("By service and component (the components of 3% of a service or more):\n")
+    w("| service | component | ms per page | share of the service |\n|---|---|---|---|")
+    for service in (r["name"] for r in prof["services"]):
+        rows = prof.get("service_components", {}).get(service, [])
+        own = sum(r["samples"] for r in rows)
+        for row in rows:
+            if own and row["samples"] / own >= 0.03:
+                w(f"| {service} | {row['name'].split(' (')[0]} | "
+                  f"{_f(1000 * row['cpu_seconds'] / pages, 2)} | "
+                  f"{100 * row['samples'] / own:.0f}% |")
+    w("")
+    w("By thread:\n")
+    w("| process: thread | CPU s | share |\n|---|---|---|")
+    for row in prof["threads"]:
+        w(f"| {row['name']} | {_f(row['cpu_seconds'])} | {100 * row['share']:.1f}% |")
+    w("")
+    w("Hottest functions (self time; C code shows as its Python caller):\n")
+    w("| process | function | CPU s | share |\n|---|---|---|---|")
+    for row in prof["hot_functions"][:15]:
+        w(f"| {row['service']} | `{row['name']}` | {_f(row['cpu_seconds'])} | "
+          f"{100 * row['share']:.1f}% |")
     w("")
     return lines
 
