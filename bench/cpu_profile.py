@@ -274,7 +274,7 @@ KAFKA = "Kafka client and bus (confluent_kafka, common.adapters.kafka_bus, offse
 # The cluster's own parts first, then the embedded rules (the in-process bus is not
 # used in cluster mode; its message encoding is a component of its own here).
 CLUSTER_COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (CASSANDRA_DRIVER, ("site-packages/cassandra/",)),
+    (CASSANDRA_DRIVER, ("cassandra/",)),  # py-spy names a library file from its sys.path entry
     ("Cassandra store adapter (common.adapters.cassandra_store, rowcodec)",
      ("common/adapters/cassandra_store.py", "common/adapters/rowcodec.py",
       "common/adapters/int64.py")),
@@ -322,7 +322,7 @@ def cluster_thread(frames: list[tuple[str, str]]) -> str:
         return "Kafka consumer polling threads"
     if "kafka_bus.py" in probe and "_serve_producer" in probe:
         return "Kafka producer thread"
-    if "site-packages/cassandra/" in probe:
+    if "cassandra/" in probe:
         return "Cassandra driver threads"
     if "prometheus_client/" in probe or "socketserver.py" in probe:
         return "metrics server thread"

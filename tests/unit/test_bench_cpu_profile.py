@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bench.cpu_profile import (
     CASSANDRA_DRIVER,
     KAFKA,
@@ -14,7 +16,7 @@ from bench.cpu_profile import (
     cluster_process,
     summarize_cluster,
 )
-from bench.report import cluster_profile_lines, render
+from bench.report import cluster_profile_lines, cluster_split, render
 
 SUP = 'process 10:"/v/bin/python -m bench.cluster_child /tmp/c.json"'
 FRONT = SUP + ';process 11:"/v/bin/python -m frontier"'
@@ -30,7 +32,7 @@ THREAD = (f"Thread._bootstrap ({LIB}threading.py:995);"
 RAW = "\n".join([
     # the store adapter calling the driver on the event loop: the driver's (innermost)
     f"{FETCH};{MAIN};CassandraStateStore._send (/r/common/adapters/cassandra_store.py:300);"
-    f"Session.execute_async ({SP}cassandra/cluster.py:2700) 7",
+    "Session.execute_async (cassandra/cluster.py:2700) 7",  # as py-spy names files
     # the driver's own I/O thread: the driver's, though its leaf is a socket call
     f"{FETCH};{THREAD};LibevLoop._run_loop ({SP}cassandra/io/libevreactor.py:100);"
     f"SocketIO.recv_into ({LIB}socket.py:706) 3",
@@ -99,17 +101,29 @@ def _results() -> dict[str, Any]:
     return {"cluster_profile": prof, "web": web}
 
 
+def test_each_process_is_scaled_to_its_cpu_by_the_kernels_count() -> None:
+    factor = cluster_split(_results()["cluster_profile"])
+    # fetcher: 16 samples (0.16 s) against 0.3 s; frontier 7 against 0.12 s; the seeding
+    # command's kernel count is not in this results dict: its samples stand
+    assert factor == pytest.approx({"fetcher": 0.3 / 0.16, "frontier": 0.12 / 0.07,
+                                    SEED: 1.0})
+
+
 def test_the_report_renders_the_cluster_profile_section() -> None:
     text = "\n".join(cluster_profile_lines(_results()))
     assert "## Cluster mode: where the Python CPU goes (profiled)" in text
-    assert "at 100 Hz: 12 pages in 3.5 s" in text
-    assert "**24 CPU samples, 0.2 s, 20.00 ms per page**" in text
-    # fetcher: 16 samples = 0.16 s over 12 pages sampled, 0.3 s by the kernel
-    assert "| fetcher | 0.2 | 13.33 | 25.00 | 66.7% |" in text
-    assert f"| {CASSANDRA_DRIVER} | 0.1 | 41.7% | 8.33 |" in text
-    assert "- **Cassandra driver** (8.33 ms per page): every store call" in text
-    assert "| frontier: Kafka producer thread | 0.0 | 16.7% |" in text
-    assert "| fetcher | `Session.execute_async (cassandra/cluster.py)` | 0.1 | 29.2% |" in text
+    assert "12 pages in 3.5 s" in text
+    assert "**24 CPU samples (0.2 s)**" in text
+    assert "0.4 CPU seconds, **35.83 ms per page**" in text
+    assert "| fetcher | 0.2 | 0.3 | 25.00 |" in text
+    assert "| frontier | 0.1 | 0.1 | 10.00 |" in text
+    assert f"| {SEED} | 0.0 | 0.0 | 0.83 |" in text
+    # the driver: 10 fetcher samples, 0.1 s x 0.3 / 0.16 over 12 pages
+    assert f"| {CASSANDRA_DRIVER} | 15.62 | 43.6% |" in text
+    assert f"| {KAFKA} | 7.14 | 19.9% |" in text
+    assert "- **Cassandra driver** (15.62 ms per page): every store call" in text
+    assert "| frontier: Kafka producer thread | 5.71 | 16.7% |" in text
+    assert "| fetcher | `Session.execute_async (cassandra/cluster.py)` | 10.94 | 29.2% |" in text
     whole = render(_results(), results_file="bench/results/x.json")
     assert text in whole
 
