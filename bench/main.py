@@ -679,13 +679,21 @@ class Bench:
             self.results["cluster_profile"] = {"error": log or result.notes}
             return
         summary = summarize_cluster_file(raw, self.cfg.profile_rate)
-        summary.update({"pages": result.pages, "wall_seconds": result.wall_seconds,
+        # pages: the crawl's own count (the services' store), which another server
+        # sharing the port cannot change; the server's count is kept beside it
+        fetched = result.pages
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            assert crawl.report_file is not None
+            fetched = int(json.loads(crawl.report_file.read_text())["stats"]["fetched"])
+        summary.update({"pages": fetched, "server_pages": result.pages,
+                        "wall_seconds": result.wall_seconds,
                         "service_cpu": result.service_cpu, "missing": result.missing,
                         "raw_file": str(raw.relative_to(REPO))})
         self.results["cluster_profile"] = summary
         top = ", ".join(f"{r['name'].split(' (')[0]} {100 * r['share']:.0f}%"
                         for r in summary["components"][:4])
-        self.log(f"  {result.pages} pages, {summary['cpu_seconds']:.1f} CPU s sampled: {top}")
+        self.log(f"  {fetched} pages ({result.pages} at the server, {result.missing} "
+                 f"expected not seen there), {summary['cpu_seconds']:.1f} CPU s sampled: {top}")
 
     # ------------------------------------------------------------------ seen filter
 
@@ -806,8 +814,8 @@ def render_only(cfg: Config) -> int:
             holder["profile"] = prof
     prof = results.get("cluster_profile")
     if prof and prof.get("raw_file") and (REPO / prof["raw_file"]).exists():
-        keep = {k: prof[k] for k in ("pages", "wall_seconds", "service_cpu", "missing",
-                                     "raw_file") if k in prof}
+        keep = {k: prof[k] for k in ("pages", "server_pages", "wall_seconds", "service_cpu",
+                                     "missing", "raw_file") if k in prof}
         prof = summarize_cluster_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
         prof.update(keep)
         results["cluster_profile"] = prof

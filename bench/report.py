@@ -820,7 +820,10 @@ def cluster_profile_lines(results: dict[str, Any]) -> list[str]:
 
     w(f"py-spy (`record --subprocesses --gil --rate {rate}`) sampled every process of one "
       f"cluster crawl of the generated web, run as the cluster runs above are: "
-      f"{prof.get('pages', 0):,} pages in {_f(prof.get('wall_seconds'))} s. Of "
+      f"{prof.get('pages', 0):,} pages by the crawl's own count"
+      + (f" (the server logged {prof['server_pages']:,} page requests)"
+         if prof.get("server_pages") not in (None, prof.get("pages")) else "")
+      + f" in {_f(prof.get('wall_seconds'))} s. Of "
       f"{prof['samples']:,} samples, {prof['idle_samples']:,} were threads waiting for "
       f"work and {prof.get('left_out_samples', 0):,} the benchmark's supervisor (its "
       "completion polls, left out as its CPU is), which leaves "
@@ -856,6 +859,16 @@ def cluster_profile_lines(results: dict[str, Any]) -> list[str]:
                                   / pages)
     total_ms = sum(comps.values())
     ordered = sorted(comps.items(), key=lambda kv: -kv[1])
+    if total_ms:
+        store = sum(v for n, v in comps.items() if n.startswith("Cassandra"))
+        bus = sum(v for n, v in comps.items()
+                  if n.startswith(("Kafka", "message encoding")))
+        w(f"The cluster's own parts: Cassandra (the store adapter and the driver) "
+          f"**{_f(store, 2)} ms per page, {100 * store / total_ms:.0f}%** of the services' "
+          f"Python CPU; Kafka (the client, the bus and message encoding) "
+          f"**{_f(bus, 2)} ms per page, {100 * bus / total_ms:.0f}%**. The rest is the "
+          "work embedded mode does too (fetching, parsing, fingerprints, WARC records) "
+          "and the event loop that runs it.\n")
     w("By component (the driver's and the Kafka client's own threads are theirs; else "
       "the innermost frame that belongs to a known part):\n")
     w("| component | ms per page | share |\n|---|---|---|")
@@ -880,14 +893,17 @@ def cluster_profile_lines(results: dict[str, Any]) -> list[str]:
     w("")
     w("By thread:\n")
     w("| process: thread | ms per page | share of the samples |\n|---|---|---|")
-    for row in prof["threads"]:
+    for row in sorted(prof["threads"], key=lambda r: -r["cpu_seconds"]
+                      * factor.get(r["name"].rpartition(": ")[0], 1.0)):
         service = row["name"].rpartition(": ")[0]
         w(f"| {row['name']} | {ms(row['cpu_seconds'], service)} | "
           f"{100 * row['share']:.1f}% |")
     w("")
     w("Hottest functions (self time; C code shows as its Python caller):\n")
     w("| process | function | ms per page | share of the samples |\n|---|---|---|---|")
-    for row in prof["hot_functions"][:15]:
+    hot = sorted(prof["hot_functions"],
+                 key=lambda r: -r["cpu_seconds"] * factor.get(r["service"], 1.0))
+    for row in hot[:15]:
         w(f"| {row['service']} | `{row['name']}` | {ms(row['cpu_seconds'], row['service'])} "
           f"| {100 * row['share']:.1f}% |")
     w("")

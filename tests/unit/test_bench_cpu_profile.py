@@ -112,7 +112,7 @@ def test_each_process_is_scaled_to_its_cpu_by_the_kernels_count() -> None:
 def test_the_report_renders_the_cluster_profile_section() -> None:
     text = "\n".join(cluster_profile_lines(_results()))
     assert "## Cluster mode: where the Python CPU goes (profiled)" in text
-    assert "12 pages in 3.5 s" in text
+    assert "12 pages by the crawl's own count in 3.5 s" in text
     assert "**24 CPU samples (0.2 s)**" in text
     assert "0.4 CPU seconds, **35.83 ms per page**" in text
     assert "| fetcher | 0.2 | 0.3 | 25.00 |" in text
@@ -121,6 +121,9 @@ def test_the_report_renders_the_cluster_profile_section() -> None:
     # the driver: 10 fetcher samples, 0.1 s x 0.3 / 0.16 over 12 pages
     assert f"| {CASSANDRA_DRIVER} | 15.62 | 43.6% |" in text
     assert f"| {KAFKA} | 7.14 | 19.9% |" in text
+    # Cassandra 15.62 of 35.83 ms; Kafka 7.14 and message encoding 2 x 0.12 / 0.07 / 12
+    assert "Cassandra (the store adapter and the driver) **15.62 ms per page, 44%**" in text
+    assert "and message encoding) **10.00 ms per page, 28%**" in text
     assert "- **Cassandra driver** (15.62 ms per page): every store call" in text
     assert "| frontier: Kafka producer thread | 5.71 | 16.7% |" in text
     assert "| fetcher | `Session.execute_async (cassandra/cluster.py)` | 10.94 | 29.2% |" in text
@@ -131,4 +134,8 @@ def test_the_report_renders_the_cluster_profile_section() -> None:
 def test_the_report_says_when_the_cluster_profile_failed_or_is_absent() -> None:
     failed = "\n".join(cluster_profile_lines({"cluster_profile": {"error": "no py-spy"}}))
     assert "The cluster profile failed: `no py-spy`" in failed
+    other = _results()
+    other["cluster_profile"]["server_pages"] = 14
+    assert ("12 pages by the crawl's own count (the server logged 14 page requests)"
+            in "\n".join(cluster_profile_lines(other)))
     assert cluster_profile_lines({}) == []
