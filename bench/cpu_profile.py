@@ -296,7 +296,7 @@ _MODULE = re.compile(r"-m (?P<module>[\w.]+)")
 def cluster_process(heads: list[str]) -> str:
     """The service a cluster stack belongs to, from the command lines of its process
     and its parents (``python -m frontier``; a page worker counts for the service that
-    started it)."""
+    started it). The outermost process is the benchmark's supervisor."""
     for head in reversed(heads):
         m = _MODULE.search(head)
         if not m:
@@ -308,6 +308,10 @@ def cluster_process(heads: list[str]) -> str:
             return SUPERVISOR
         if module == "crawler.cli" and " seed" in head:
             return SEED
+    if len(heads) == 1:
+        # py-spy's own child, the supervisor, whose command line py-spy may read as ""
+        # (read before the exec)
+        return SUPERVISOR
     return "other process"
 
 

@@ -59,7 +59,11 @@ def test_processes_are_named_by_the_service_in_their_command_line() -> None:
     # a worker process counts for the service that started it
     worker = 'process 14:"/v/bin/python -m common.pagework"'
     assert cluster_process([SUP, 'process 12:"python -m fetcher"', worker]) == "fetcher"
-    assert cluster_process(['process 9:"nginx: worker"']) == "other process"
+    assert cluster_process(['process 1:""', 'process 9:"nginx: worker"']) == "other process"
+    # py-spy may read its own child's command line before the exec: the outermost
+    # process alone is the supervisor
+    assert cluster_process(['process 10:""']) == SUPERVISOR
+    assert cluster_process(['process 10:""', 'process 11:"python -m dedup"']) == "dedup"
     # the embedded rule is unchanged: page workers apart, the rest the main process
     stack = ('process 1:"python -m crawler.cli crawl";'
              'process 2:"python -m common.pagework";f (a.py:1)')
