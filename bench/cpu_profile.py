@@ -119,15 +119,23 @@ STAGES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _process(stack: str) -> tuple[str, str]:
-    """(process, rest of the stack). With --subprocesses py-spy begins a stack with a
-    ``process PID:"command line"`` frame for the process and each of its parents."""
-    process = "main process"
+def _process_heads(stack: str) -> tuple[list[str], str]:
+    """(process frames, rest of the stack). With --subprocesses py-spy begins a stack
+    with a ``process PID:"command line"`` frame for each of the process's parents (the
+    outermost first) and for the process itself (the last)."""
+    heads = []
     while stack.startswith("process "):
         head, _, stack = stack.partition(";")
-        if "common.pagework" in head:
-            process = "page worker processes"
-    return process, stack
+        heads.append(head)
+    return heads, stack
+
+
+def _process(stack: str) -> tuple[str, str]:
+    """(process, rest of the stack) of an embedded crawl's stack."""
+    heads, stack = _process_heads(stack)
+    if any("common.pagework" in head for head in heads):
+        return "page worker processes", stack
+    return "main process", stack
 
 
 def _samples(raw: str) -> list[tuple[str, int]]:
@@ -179,10 +187,11 @@ def _thread(frames: list[tuple[str, str]], process: str = "main process") -> str
     return "event loop thread"
 
 
-def _component(frames: list[tuple[str, str]]) -> str:
+def _component(frames: list[tuple[str, str]],
+               components: tuple[tuple[str, tuple[str, ...]], ...] = COMPONENTS) -> str:
     for func, file in reversed(frames):
         probe = f"{file} {func}"
-        for name, parts in COMPONENTS:
+        for name, parts in components:
             if any(p in probe for p in parts):
                 return name
     return "other"
@@ -255,3 +264,134 @@ def _short(file: str) -> str:
 
 def summarize_file(path: Path, rate: int) -> dict[str, Any]:
     return summarize(path.read_text(errors="replace"), rate)
+
+
+# ---------------------------------------------------------------- cluster mode
+
+CASSANDRA_DRIVER = "Cassandra driver (cassandra-driver: statements, result rows, its threads)"
+KAFKA = "Kafka client and bus (confluent_kafka, common.adapters.kafka_bus, offset tracker)"
+
+# The cluster's own parts first, then the embedded rules (the in-process bus is not
+# used in cluster mode; its message encoding is a component of its own here).
+CLUSTER_COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (CASSANDRA_DRIVER, ("cassandra/",)),  # py-spy names a library file from its sys.path entry
+    ("Cassandra store adapter (common.adapters.cassandra_store, rowcodec)",
+     ("common/adapters/cassandra_store.py", "common/adapters/rowcodec.py",
+      "common/adapters/int64.py")),
+    (KAFKA, ("confluent_kafka/", "common/adapters/kafka_bus.py",
+             "common/adapters/offset_tracker.py")),
+    ("message encoding (msgspec, common.messages)", ("common/messages.py", "msgspec")),
+    ("metrics (prometheus_client, metered store)",
+     ("prometheus_client/", "common/adapters/metered.py", "common/metrics.py")),
+    *((name, parts) for name, parts in COMPONENTS if not name.startswith("in-process bus")),
+)
+
+CLUSTER_SERVICES = ("frontier", "fetcher", "parser", "dedup")
+SUPERVISOR = "benchmark supervisor (left out)"
+SEED = "crawler seed (the seeding command)"
+
+_MODULE = re.compile(r"-m (?P<module>[\w.]+)")
+
+
+def cluster_process(heads: list[str]) -> str:
+    """The service a cluster stack belongs to, from the command lines of its process
+    and its parents (``python -m frontier``; a page worker counts for the service that
+    started it). The outermost process is the benchmark's supervisor."""
+    for head in reversed(heads):
+        m = _MODULE.search(head)
+        if not m:
+            continue
+        module = m.group("module")
+        if module in CLUSTER_SERVICES:
+            return module
+        if module == "bench.cluster_child":
+            return SUPERVISOR
+        if module == "crawler.cli" and " seed" in head:
+            return SEED
+    if len(heads) == 1:
+        # py-spy's own child, the supervisor, whose command line py-spy may read as ""
+        # (read before the exec)
+        return SUPERVISOR
+    return "other process"
+
+
+def cluster_thread(frames: list[tuple[str, str]]) -> str:
+    """Which thread of a service a stack is on: the event loop (the main thread), the
+    Kafka client's threads, the Cassandra driver's, the page-work and to_thread
+    workers."""
+    if not frames or "threading.py" not in frames[0][1]:
+        return "event loop (main thread)"
+    probe = " ".join(f"{file} {func}" for func, file in frames)
+    if "kafka_bus.py" in probe and "_poll_thread" in probe:
+        return "Kafka consumer polling threads"
+    if "kafka_bus.py" in probe and "_serve_producer" in probe:
+        return "Kafka producer thread"
+    if "cassandra/" in probe:
+        return "Cassandra driver threads"
+    if "prometheus_client/" in probe or "socketserver.py" in probe:
+        return "metrics server thread"
+    if "concurrent/futures" in probe:
+        return "worker threads (page work, asyncio.to_thread)"
+    return "other threads"
+
+
+def cluster_component(frames: list[tuple[str, str]], thread: str) -> str:
+    """The driver's and the Kafka client's own threads are theirs whatever their
+    innermost frame (a socket read, a selector, a callback); else the innermost frame
+    that belongs to a known part."""
+    if thread == "Cassandra driver threads":
+        return CASSANDRA_DRIVER
+    if thread.startswith("Kafka "):
+        return KAFKA
+    return _component(frames, CLUSTER_COMPONENTS)
+
+
+def summarize_cluster(raw: str, rate: int) -> dict[str, Any]:
+    """Fold a cluster crawl's py-spy stacks (``--subprocesses``: one process per
+    service under the benchmark's supervisor) by service, component and thread. The
+    supervisor's own samples (its completion polls) are counted apart and left out of
+    the CPU, as the benchmark leaves out its CPU."""
+    total = idle = left_out = 0
+    services: Counter[str] = Counter()
+    components: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    by_service: dict[str, Counter[str]] = {}
+    leaves: Counter[tuple[str, str]] = Counter()
+    for stack, n in _samples(raw):
+        heads, stack = _process_heads(stack)
+        frames = _frames(stack)
+        total += n
+        if _idle(frames):
+            idle += n
+            continue
+        service = cluster_process(heads)
+        if service == SUPERVISOR:
+            left_out += n
+            continue
+        thread = cluster_thread(frames)
+        component = cluster_component(frames, thread)
+        services[service] += n
+        components[component] += n
+        threads[f"{service}: {thread}"] += n
+        by_service.setdefault(service, Counter())[component] += n
+        func, file = frames[-1]
+        leaves[(service, f"{func} ({_short(file)})")] += n
+    busy = total - idle - left_out
+
+    def table(c: Counter[str]) -> list[dict[str, Any]]:
+        return [{"name": k, "samples": v, "cpu_seconds": v / rate,
+                 "share": v / busy if busy else 0.0} for k, v in c.most_common()]
+
+    hot = [{"service": service, "name": name, "samples": v, "cpu_seconds": v / rate,
+            "share": v / busy if busy else 0.0}
+           for (service, name), v in leaves.most_common(20)]
+    return {"rate_hz": rate, "samples": total, "idle_samples": idle,
+            "left_out_samples": left_out, "cpu_samples": busy, "cpu_seconds": busy / rate,
+            "services": table(services), "components": table(components),
+            "threads": table(threads),
+            "service_components": {s: table(c) for s, c in by_service.items()},
+            "hot_functions": hot}
+
+
+def summarize_cluster_file(path: Path, rate: int) -> dict[str, Any]:
+    return summarize_cluster(path.read_text(errors="replace"), rate)

@@ -4,8 +4,9 @@ One invocation prepares everything it needs (nginx and wrk from the distribution
 packages, Scrapy and py-spy in virtual environments of their own under var/bench/),
 generates the web, measures the web server alone, runs every crawler alternating and
 repeated, measures how the embedded crawler's cost grows with the number of known
-URLs, measures the seen filter, profiles an embedded crawl, and writes the raw numbers
-to bench/results/<name>.json and the report to docs/benchmarks.md. Only the default
+URLs, measures the seen filter, profiles an embedded crawl and a cluster crawl, and
+writes the raw numbers to bench/results/<name>.json and the report to
+docs/benchmarks.md. Only the default
 and full presets, unchanged, write docs/benchmarks.md; a ``--quick`` run or one with
 other sizes, tools or steps writes var/bench/report-<name>.md and its own results
 file, so a smoke run never replaces the committed report.
@@ -51,7 +52,7 @@ REPORT = REPO / "docs" / "benchmarks.md"
 SCRAPY_REQUIREMENT = "scrapy>=2.13,<3"
 PYSPY_REQUIREMENT = "py-spy>=0.4,<0.5"
 TOOLS = ("embedded", "cluster", "scrapy")
-STEPS = ("ceiling", "compare", "scaling", "profile", "seen")
+STEPS = ("ceiling", "compare", "scaling", "profile", "cluster-profile", "seen")
 WEBS = ("generated", "real", "both")
 
 
@@ -106,8 +107,10 @@ PRESETS: dict[str, dict[str, Any]] = {
               "real_profile_pages": 300},
     "default": {"hosts": 300, "pages_per_host": 10, "scale_budget": 1500,
                 "profile_pages": 3000},
+    # the cluster profile would be one more cluster crawl of 100,000 pages: not in full
     "full": {"hosts": 1000, "pages_per_host": 100, "scale_budget": 5000,
-             "profile_pages": 10_000},
+             "profile_pages": 10_000,
+             "steps": [s for s in STEPS if s != "cluster-profile"]},
 }
 
 
@@ -262,7 +265,7 @@ class Bench:
         if "scrapy" in self.cfg.tools:
             self.tools_info["scrapy"] = str(self.venv_tool("scrapy-venv", SCRAPY_REQUIREMENT,
                                                            "scrapy"))
-        if "profile" in self.cfg.steps:
+        if "profile" in self.cfg.steps or "cluster-profile" in self.cfg.steps:
             try:
                 self.tools_info["py-spy"] = str(self.venv_tool("tools-venv", PYSPY_REQUIREMENT,
                                                                "py-spy"))
@@ -639,6 +642,59 @@ class Bench:
         self.log(f"  {summary['cpu_seconds']:.1f} CPU s sampled: {top}")
         return summary
 
+    def cluster_profile(self) -> None:
+        """A cluster crawl of the generated web under py-spy: the command line and
+        environment of the cluster runs, every process of the run sampled (the services,
+        the seeding command, the benchmark's supervisor, which is left out)."""
+        spy = self.tools_info.get("py-spy")
+        if not spy or self.nginx is None:
+            return
+        from bench.cpu_profile import summarize_cluster_file
+
+        reason = self.cluster_ready()
+        if reason is not None:
+            self.log(f"cluster profile not run: {reason}")
+            self.results["cluster_profile"] = {"error": f"cluster mode not run: {reason}"}
+            return
+        self.use_generated()
+        raw = VAR / "cluster-profile.txt"
+        raw.unlink(missing_ok=True)
+        crawl = self.cluster_crawl(0)
+        crawl.name = "cluster-profile"
+        # --gil: a sample per process only from the thread that holds the GIL. Without
+        # it the services' many blocked threads (the driver's and Kafka's, page work,
+        # threads waiting for the GIL) are taken for running in a share of the samples,
+        # which came to several times the kernel's CPU count.
+        crawl.command = [spy, "record", "--subprocesses", "--gil", "--rate",
+                         str(self.cfg.profile_rate), "--format", "raw", "--output", str(raw),
+                         "--", *crawl.command]
+        self.log(f"cluster profile: cluster crawl of the generated web "
+                 f"({len(self.target.expected):,} fetches) under py-spy "
+                 f"({self.cfg.profile_rate} Hz, every process)")
+        result = run_crawl(crawl, 0, self.nginx, set(self.target.expected), self.log)
+        shutil.rmtree(crawl.out_dir, ignore_errors=True)
+        if result.exit_code != 0 or result.timed_out or not raw.exists():
+            log = crawl.log_path.read_text(errors="replace")[-1500:]
+            self.log(f"  failed (exit {result.exit_code}): {log}")
+            self.results["cluster_profile"] = {"error": log or result.notes}
+            return
+        summary = summarize_cluster_file(raw, self.cfg.profile_rate)
+        # pages: the crawl's own count (the services' store), which another server
+        # sharing the port cannot change; the server's count is kept beside it
+        fetched = result.pages
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            assert crawl.report_file is not None
+            fetched = int(json.loads(crawl.report_file.read_text())["stats"]["fetched"])
+        summary.update({"pages": fetched, "server_pages": result.pages,
+                        "wall_seconds": result.wall_seconds,
+                        "service_cpu": result.service_cpu, "missing": result.missing,
+                        "raw_file": str(raw.relative_to(REPO))})
+        self.results["cluster_profile"] = summary
+        top = ", ".join(f"{r['name'].split(' (')[0]} {100 * r['share']:.0f}%"
+                        for r in summary["components"][:4])
+        self.log(f"  {fetched} pages ({result.pages} at the server, {result.missing} "
+                 f"expected not seen there), {summary['cpu_seconds']:.1f} CPU s sampled: {top}")
+
     # ------------------------------------------------------------------ seen filter
 
     def seen(self) -> None:
@@ -673,6 +729,11 @@ class Bench:
                 self.profile()
             if "profile" in steps and self.real is not None:
                 self.profile_real()
+            if "cluster-profile" in steps and "cluster" not in self.cfg.tools:
+                self.log("cluster profile not run: cluster is not among --tools")
+            elif "cluster-profile" in steps:
+                self.cluster_profile()
+                self.checkpoint()
             if "seen" in steps:
                 self.seen()
         except BenchError as exc:
@@ -739,7 +800,7 @@ def infra_pids() -> dict[str, int]:
 
 def render_only(cfg: Config) -> int:
     """Write the report again from a results file."""
-    from bench.cpu_profile import summarize_file
+    from bench.cpu_profile import summarize_cluster_file, summarize_file
 
     path = Path(cfg.render)
     results = json.loads(path.read_text())
@@ -751,6 +812,13 @@ def render_only(cfg: Config) -> int:
             prof = summarize_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
             prof.update(keep)
             holder["profile"] = prof
+    prof = results.get("cluster_profile")
+    if prof and prof.get("raw_file") and (REPO / prof["raw_file"]).exists():
+        keep = {k: prof[k] for k in ("pages", "server_pages", "wall_seconds", "service_cpu",
+                                     "missing", "raw_file") if k in prof}
+        prof = summarize_cluster_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
+        prof.update(keep)
+        results["cluster_profile"] = prof
     write_json(path, results)
     name = path.stem
     target = (Path(cfg.report_path) if cfg.report_path

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.cpu_profile import SEED
+
 MiB = 2**20
 
 
@@ -394,6 +396,7 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
               "counts anything else those servers did meanwhile).\n")
 
     out.extend(cluster_cost_lines(results))
+    out.extend(cluster_profile_lines(results))
 
     # ---- scaling
     scaling = [r for r in results.get("scaling") or [] if "error" not in r]
@@ -736,6 +739,173 @@ def cluster_cost_lines(results: dict[str, Any]) -> list[str]:
           f"{_f(c['embedded_ms'] * rate / 1000, 0)} |")
     if c["scrapy_ms"]:
         w(f"| Scrapy's cost per page, for comparison | {_f(c['scrapy_ms'] * rate / 1000, 0)} |")
+    w("")
+    return lines
+
+
+# Why each component of the cluster profile is there, by the start of its name.
+CLUSTER_COMPONENT_WHY: tuple[tuple[str, str], ...] = (
+    ("Cassandra driver", "every store call is a statement the driver (pure Python for "
+     "the most part) binds, encodes and sends, and whose result rows it decodes; its own "
+     "threads read the connections and run the callbacks. The store calls per page are "
+     "in the section above."),
+    ("Cassandra store adapter", "the crawler's side of each store call: rows to and "
+     "from its records (rowcodec), statements and batches built, the driver's futures "
+     "handed to the event loop."),
+    ("Kafka client and bus", "the Python side of every message produced and consumed: "
+     "confluent_kafka's calls, the bus's producer and polling threads handing messages "
+     "to and from the event loop, and each partition's offsets (the offset tracker), so "
+     "an offset is committed only once its message is handled. librdkafka's own work "
+     "runs with the lock released or on threads of its own, out of the samples."),
+    ("message encoding", "every Kafka message is msgspec JSON: encoded once by its "
+     "producer, decoded by each consumer."),
+    ("metrics", "each store call is timed and counted for /metrics."),
+    ("thread hand-off", "results of page work and of the client threads wake the event "
+     "loop (call_soon_threadsafe, futures)."),
+    ("HTML parsing", "the fetcher parses each page itself (links, main text, signals), "
+     "as embedded mode's page workers do."),
+    ("SimHash", "each page's near-duplicate fingerprints, as in embedded mode."),
+    ("WARC writing", "each response's WARC records, compressed, as in embedded mode."),
+    ("URL parsing", "the canonical form of every outlink found and of every URL the "
+     "frontier takes in."),
+    ("HTTP client", "the fetch itself: aiohttp, DNS, the SSRF guard."),
+    ("event loop", "asyncio's own scheduling of the services' many small tasks and "
+     "callbacks."),
+    ("frontier", "the frontier's own work: queues, politeness timers, leases, "
+     "verdicts."),
+    ("start-up", "importing each process's modules: once per process, spread over the "
+     "run's pages."),
+    ("other", "frames of no known part (the standard library and others); the hottest "
+     "functions below show which."),
+)
+
+
+def _why(name: str) -> str:
+    return next((why for prefix, why in CLUSTER_COMPONENT_WHY if name.startswith(prefix)),
+                "")
+
+
+def cluster_split(prof: dict[str, Any]) -> dict[str, float]:
+    """Each process's factor from its sampled CPU to its CPU by the kernel's count
+    (``wait4``; 1.0 where the kernel's count is not known): the samples give the split
+    within a process, the kernel the process's total."""
+    kernel = {SEED if k == "seed" else k: v
+              for k, v in (prof.get("service_cpu") or {}).items()}
+    return {r["name"]: (kernel[r["name"]] / r["cpu_seconds"]
+                        if r["name"] in kernel and r["cpu_seconds"] else 1.0)
+            for r in prof["services"]}
+
+
+def cluster_profile_lines(results: dict[str, Any]) -> list[str]:
+    """Where the cluster's Python CPU per page goes: the cluster-profile step's py-spy
+    samples by service, component, thread and function, each process's samples scaled
+    to its CPU by the kernel's count."""
+    prof = results.get("cluster_profile")
+    if not prof:
+        return []
+    lines: list[str] = []
+    w = lines.append
+    w("## Cluster mode: where the Python CPU goes (profiled)\n")
+    if "components" not in prof:
+        w(f"The cluster profile failed: `{str(prof.get('error', ''))[-300:]}`\n")
+        return lines
+    pages = max(1, int(prof.get("pages") or 0))
+    rate = prof["rate_hz"]
+    factor = cluster_split(prof)
+    kernel_known = bool(prof.get("service_cpu"))
+    kernel = sum(r["cpu_seconds"] * factor[r["name"]] for r in prof["services"])
+
+    def ms(seconds: float, service: str) -> str:
+        return _f(1000 * seconds * factor.get(service, 1.0) / pages, 2)
+
+    w(f"py-spy (`record --subprocesses --gil --rate {rate}`) sampled every process of one "
+      f"cluster crawl of the generated web, run as the cluster runs above are: "
+      f"{prof.get('pages', 0):,} pages by the crawl's own count"
+      + (f" (the server logged {prof['server_pages']:,} page requests)"
+         if prof.get("server_pages") not in (None, prof.get("pages")) else "")
+      + f" in {_f(prof.get('wall_seconds'))} s. Of "
+      f"{prof['samples']:,} samples, {prof['idle_samples']:,} were threads waiting for "
+      f"work and {prof.get('left_out_samples', 0):,} the benchmark's supervisor (its "
+      "completion polls, left out as its CPU is), which leaves "
+      f"**{prof['cpu_samples']:,} CPU samples ({_f(prof['cpu_seconds'])} s)**.\n")
+    w("With `--gil` each sample is the thread that holds the interpreter lock, one per "
+      "process at most: without it, threads blocked in C (the Cassandra driver's and the "
+      "Kafka client's, page-work threads, threads waiting for the lock) were taken for "
+      "running often enough to make several times the CPU the kernel counted. So C code "
+      "that lets the lock go (zlib's compression, socket I/O, librdkafka's calls) is not "
+      "in the samples, and librdkafka's own threads, which are not Python's, never are; "
+      "a thread that holds the lock while it waits for a core is. The samples therefore "
+      "give the split within each process, and each process's **CPU per page is its CPU "
+      "by the kernel's count (`wait4`) split in its samples' proportions**"
+      + (f": {_f(kernel)} CPU seconds, **{_f(1000 * kernel / pages, 2)} ms per page** "
+         f"(the samples came to {_f(prof['cpu_seconds'] / kernel, 2)}x that)."
+         if kernel_known and kernel else
+         "; this run has no kernel's count, so the figures below are the samples' own.")
+      + " Under the profiler the crawl runs slower than in the runs above. Raw stacks: `"
+      + str(prof.get("raw_file", "")) + "` (not committed).\n")
+    w("By process:\n")
+    w("| process | CPU s sampled | CPU s, kernel's count | ms per page |")
+    w("|---|---|---|---|")
+    for row in prof["services"]:
+        w(f"| {row['name']} | {_f(row['cpu_seconds'])} | "
+          f"{_f(row['cpu_seconds'] * factor[row['name']])} | "
+          f"{ms(row['cpu_seconds'], row['name'])} |")
+    w("")
+    comps: dict[str, float] = {}
+    for service, rows in (prof.get("service_components") or {}).items():
+        for row in rows:
+            comps[row["name"]] = (comps.get(row["name"], 0.0)
+                                  + 1000 * row["cpu_seconds"] * factor.get(service, 1.0)
+                                  / pages)
+    total_ms = sum(comps.values())
+    ordered = sorted(comps.items(), key=lambda kv: -kv[1])
+    if total_ms:
+        store = sum(v for n, v in comps.items() if n.startswith("Cassandra"))
+        bus = sum(v for n, v in comps.items()
+                  if n.startswith(("Kafka", "message encoding")))
+        w(f"The cluster's own parts: Cassandra (the store adapter and the driver) "
+          f"**{_f(store, 2)} ms per page, {100 * store / total_ms:.0f}%** of the services' "
+          f"Python CPU; Kafka (the client, the bus and message encoding) "
+          f"**{_f(bus, 2)} ms per page, {100 * bus / total_ms:.0f}%**. The rest is the "
+          "work embedded mode does too (fetching, parsing, fingerprints, WARC records) "
+          "and the event loop that runs it.\n")
+    w("By component (the driver's and the Kafka client's own threads are theirs; else "
+      "the innermost frame that belongs to a known part):\n")
+    w("| component | ms per page | share |\n|---|---|---|")
+    for name, value in ordered:
+        w(f"| {name} | {_f(value, 2)} | {100 * value / total_ms if total_ms else 0:.1f}% |")
+    w("")
+    large = [(n, v) for n, v in ordered if total_ms and v / total_ms >= 0.05 and _why(n)]
+    if large:
+        w("Why the large ones are there:\n")
+        for name, value in large:
+            w(f"- **{name.split(' (')[0]}** ({_f(value, 2)} ms per page): {_why(name)}")
+        w("")
+    w("By process and component (the components of 3% of a process or more):\n")
+    w("| process | component | ms per page | share of the process |\n|---|---|---|---|")
+    for service in (r["name"] for r in prof["services"]):
+        rows = (prof.get("service_components") or {}).get(service, [])
+        own = sum(r["samples"] for r in rows)
+        for row in rows:
+            if own and row["samples"] / own >= 0.03:
+                w(f"| {service} | {row['name'].split(' (')[0]} | "
+                  f"{ms(row['cpu_seconds'], service)} | {100 * row['samples'] / own:.0f}% |")
+    w("")
+    w("By thread:\n")
+    w("| process: thread | ms per page | share of the samples |\n|---|---|---|")
+    for row in sorted(prof["threads"], key=lambda r: -r["cpu_seconds"]
+                      * factor.get(r["name"].rpartition(": ")[0], 1.0)):
+        service = row["name"].rpartition(": ")[0]
+        w(f"| {row['name']} | {ms(row['cpu_seconds'], service)} | "
+          f"{100 * row['share']:.1f}% |")
+    w("")
+    w("Hottest functions (self time; C code shows as its Python caller):\n")
+    w("| process | function | ms per page | share of the samples |\n|---|---|---|---|")
+    hot = sorted(prof["hot_functions"],
+                 key=lambda r: -r["cpu_seconds"] * factor.get(r["service"], 1.0))
+    for row in hot[:15]:
+        w(f"| {row['service']} | `{row['name']}` | {ms(row['cpu_seconds'], row['service'])} "
+          f"| {100 * row['share']:.1f}% |")
     w("")
     return lines
 
