@@ -78,7 +78,7 @@ http {{
     log_format bench '$msec $host $request_uri $status $body_bytes_sent $request_time';
     access_log {folder}/access.log bench;
     server {{
-        listen 127.0.0.1:{port} default_server reuseport backlog=4096;
+        listen 127.0.0.1:{port} default_server backlog=4096;
         server_name _;
         root {root}/$host;
         index index.html;
