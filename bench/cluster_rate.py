@@ -7,7 +7,9 @@ and one dedup process on the local Kafka and Cassandra (the environment names th
 keyspace of its own (dropped afterwards). The rate is measured at the server: page
 requests (robots.txt not counted) over the time from the first request's start to the
 last one's end. Also printed: the smallest gap between two requests to one host and the
-most requests one host had at once, so a fast run that broke politeness shows it.
+most requests one host had at once, so a fast run that broke politeness shows it, and
+the Cassandra statements (by kind) and store calls (by operation) per fetched page, read
+from every service's /metrics just before it stops.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.cluster_child import scrape
 from simweb import SimWeb
 from simweb.scenarios import generated
 from tests.integration.cluster import cluster, require_cluster_servers
@@ -37,15 +40,25 @@ async def one_run(*, hosts: int, pages: int, delay: float, fetchers: int,
                 **env,
             }
             with cluster(Path(tmp), run_env) as c:
-                c.start("frontier", "frontier")
+                ports: dict[str, int] = {}
+
+                def start(name: str, role: str) -> None:
+                    ports[name] = c.free_port()
+                    c.start(name, role, {"CRAWLER_METRICS_PORT": str(ports[name])})
+
+                start("frontier", "frontier")
                 for i in range(fetchers):
-                    c.start(f"fetcher-{i + 1}", "fetcher")
-                c.start("parser", "parser")
-                c.start("dedup", "dedup")
+                    start(f"fetcher-{i + 1}", "fetcher")
+                start("parser", "parser")
+                start("dedup", "dedup")
                 began = time.monotonic()
                 c.seed(web.seed_urls())
                 stats = await c.wait_done(600, quiet_polls=3, poll=0.5)
                 wall = time.monotonic() - began
+                counters: dict[str, float] = {}
+                for port in ports.values():
+                    for key, value in scrape(port).items():
+                        counters[key] = counters.get(key, 0.0) + value
             records = [r for r in web.log.records() if r.path != "/robots.txt"]
             gaps = [g for h in web.log.hosts()
                     if (g := web.log.min_gap(h, exclude_paths=())) is not None]
@@ -55,7 +68,34 @@ async def one_run(*, hosts: int, pages: int, delay: float, fetchers: int,
     span = max(r.ended for r in records) - min(r.started for r in records)
     return {"pages": float(len(records)), "fetched": float(stats.fetched),
             "span": span, "wall": wall, "rate": len(records) / span if span > 0 else 0.0,
-            "min_gap": min(gaps, default=0.0), "max_in_flight": float(most)}
+            "min_gap": min(gaps, default=0.0), "max_in_flight": float(most),
+            **{f"statements:{k}": v
+               for k, v in _by_label(counters, "crawler_store_statements_sent_total").items()},
+            **{f"calls:{k}": v for k, v in _by_label(
+                counters, "crawler_store_request_duration_seconds_count").items()}}
+
+
+def _by_label(counters: dict[str, float], name: str) -> dict[str, float]:
+    """``name``'s samples summed by their one label's value."""
+    out: dict[str, float] = {}
+    for key, value in counters.items():
+        if key.startswith(name + "{"):
+            label = key[len(name) + 1:-1].partition("=")[2]
+            out[label] = out.get(label, 0.0) + value
+    return out
+
+
+def cost_line(r: dict[str, float]) -> str:
+    """Statements by kind and store calls by operation, per fetched page."""
+    pages = r["fetched"] or 1.0
+    kinds = {k.partition(":")[2]: v / pages for k, v in r.items()
+             if k.startswith("statements:")}
+    calls = sorted(((k.partition(":")[2], v / pages) for k, v in r.items()
+                    if k.startswith("calls:")), key=lambda kv: -kv[1])
+    return (f"  Cassandra statements per fetched page: {sum(kinds.values()):.2f} ("
+            + ", ".join(f"{k} {v:.2f}" for k, v in sorted(kinds.items())) + ")\n"
+            + "  store calls per fetched page: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in calls if v >= 0.005))
 
 
 async def main(argv: list[str]) -> int:
@@ -84,6 +124,7 @@ async def main(argv: list[str]) -> int:
               f"in {r['span']:.1f} s at the server ({r['wall']:.1f} s seed to done): "
               f"{r['rate']:.1f} pages/s; smallest gap {r['min_gap']:.3f} s, "
               f"most in flight per host {r['max_in_flight']:.0f}", flush=True)
+        print(cost_line(r), flush=True)
     print(f"median of {len(rates)}: {statistics.median(rates):.1f} pages/s")
     return 0
 

@@ -574,7 +574,8 @@ STORE_CALLS_WHY: dict[str, str] = {
     "put_url_and_host": "frontier: one logged batch when a URL is dispatched (the URL in "
     "flight and the host's lease, which a new owner waits out after a crash) and one with "
     "its result and verdict (the URL's final state, the host's next allowed time and "
-    "page count), so politeness and nothing-lost hold across a crash",
+    "page count, and a unique page's near-duplicate index entries, which the fetcher "
+    "sends in the verdict), so politeness and nothing-lost hold across a crash",
     "put_url": "frontier: a URL closed on its own (a verdict arriving apart from its "
     "result, a URL refused at dispatch)",
     "content_holder": "fetcher: is this body stored already? (one read; a copy becomes a "
@@ -585,7 +586,8 @@ STORE_CALLS_WHY: dict[str, str] = {
     "and sketch key partitions",
     "simhash_sketches": "near-duplicate verdict: the candidates' MinHash sketches (one "
     "read; only for a page with candidates within 20 SimHash bits)",
-    "add_simhash": "near-duplicate index: one unlogged batch of the page's block and "
+    "add_simhash": "near-duplicate index, where the page was judged apart from its "
+    "fetcher (dedup or render service): one unlogged batch of the page's block and "
     "sketch key entries and its sketch",
     "add_urls": "frontier: new URLs, one batch per host of a discovered message (outlinks "
     "of many pages share a message) after one read of which of them the host knows",

@@ -226,6 +226,24 @@ class FetchTask(_Msg, frozen=True, kw_only=True):
         return self.politeness_key or self.host
 
 
+MAX_INDEX_KEYS = 64  # near-duplicate index keys of one page (a handful in practice)
+
+
+class NearIndex(msgspec.Struct, frozen=True, kw_only=True):
+    """A unique page's near-duplicate index entries, left for its frontier owner to
+    write with the page's result (a cluster fetcher that judges pages inline): the
+    page's SimHash block keys and sketch keys, and its MinHash sketch. The URL and the
+    SimHash are the verdict's."""
+
+    keys: Annotated[list[Annotated[int, msgspec.Meta(ge=0)]],
+                    msgspec.Meta(min_length=1, max_length=MAX_INDEX_KEYS)]
+    sketch: Annotated[bytes, msgspec.Meta(max_length=MAX_SKETCH_BYTES)] | None = None
+
+    def __post_init__(self) -> None:
+        for key in self.keys:
+            _check_simhash(key)
+
+
 class StatusUpdate(_Msg, frozen=True, kw_only=True):
     """A later stage's verdict on a URL, for its frontier owner (topic status, key=host)."""
 
@@ -237,9 +255,14 @@ class StatusUpdate(_Msg, frozen=True, kw_only=True):
     simhash: SimHash | None = None
     content_hash: str | None = None
     detail: str | None = None  # what the verdict rests on (a sitemap: what it held)
+    # the page's near-duplicate index entries, written by the frontier in the same
+    # store write as the verdict (only with a SimHash; absent from older messages)
+    index: NearIndex | None = None
 
     def __post_init__(self) -> None:
         _check_simhash(self.simhash)
+        if self.index is not None and self.simhash is None:
+            raise ValueError("near-duplicate index entries without a SimHash")
 
 
 class FetchResult(_Msg, frozen=True, kw_only=True):

@@ -18,7 +18,15 @@ from typing import Protocol
 
 import msgspec
 
-from common.messages import Message, Reason, RecordPointer, TaskKind, Topic, UrlStatus
+from common.messages import (
+    Message,
+    NearIndex,
+    Reason,
+    RecordPointer,
+    TaskKind,
+    Topic,
+    UrlStatus,
+)
 
 
 class UrlState(msgspec.Struct, kw_only=True):
@@ -187,9 +195,13 @@ class StateStore(Protocol):
 
     async def put_urls(self, rows: Sequence[UrlState]) -> None: ...
 
-    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+    async def put_url_and_host(self, row: UrlState, host: HostState, *,
+                               index: NearIndex | None = None) -> None:
         """Write a URL's row and its host's row together: both or neither, so a crash
-        between them cannot leave a result applied to one and not the other."""
+        between them cannot leave a result applied to one and not the other. With
+        ``index``, the page's near-duplicate index entries go in the same write, as
+        :meth:`add_simhash` writes them (``row.url`` under ``index.keys`` with
+        ``row.simhash``, which must be set, and ``index.sketch``)."""
         ...
 
     async def due_urls(self, host: str, now: float, limit: int) -> list[UrlState]:

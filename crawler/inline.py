@@ -32,8 +32,10 @@ def page_judge(settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore
     parser = ParserStage(settings, bus, blobs, archive, metrics=metrics, work=work,
                          defer_render=settings.render.enabled,
                          control=store if settings.render.enabled else None)
+    # a unique page's near-duplicate index entries go with its verdict in the fetch
+    # result, and its frontier owner writes them in the result's store write
     dedup = DedupStage(settings, bus, store, metrics=metrics,
-                       link_linger=settings.dedup.link_linger)
+                       link_linger=settings.dedup.link_linger, defer_index=True)
 
     async def judge(result: FetchResult) -> StatusUpdate | None:
         assert result.record is not None

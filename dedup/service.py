@@ -29,6 +29,7 @@ from common.messages import (
     Discovered,
     Link,
     LinkKind,
+    NearIndex,
     PageRecord,
     ParsedPage,
     Reason,
@@ -114,10 +115,15 @@ class LinkBatcher:
 
 class DedupStage:
     def __init__(self, settings: Settings, bus: Bus, store: StateStore, *,
-                 metrics: Metrics | None = None, link_linger: float = 0.0) -> None:
+                 metrics: Metrics | None = None, link_linger: float = 0.0,
+                 defer_index: bool = False) -> None:
         self.settings = settings
         self.bus = bus
         self.store = store
+        # a unique page's near-duplicate index entries go with its verdict, for the
+        # frontier to write with the page's result (one store write less per page);
+        # otherwise this stage writes them (add_simhash)
+        self.defer_index = defer_index
         self.links = LinkBatcher(bus, link_linger) if link_linger > 0 else None
         self.exact = 0
         self.near = 0
@@ -139,6 +145,7 @@ class DedupStage:
             return sitemap_verdict(page)
         near_of: str | None = None
         reason: Reason | None = None
+        index: NearIndex | None = None
         if page.duplicate_of is not None:
             reason = Reason.DUPLICATE
             self.exact += 1
@@ -146,7 +153,7 @@ class DedupStage:
         elif page.error is not None:
             reason = Reason.PARSE_TIMEOUT if page.timed_out else Reason.PARSE_ERROR
         elif page.simhash is not None and page.text_chars >= self.settings.dedup.min_text_chars:
-            near_of = await self._near_duplicate_of(page, page.simhash)
+            near_of, index = await self._near_duplicate_of(page, page.simhash)
             if near_of is not None:
                 reason = Reason.NEAR_DUPLICATE
                 self.near += 1
@@ -166,11 +173,14 @@ class DedupStage:
             url=page.url, host=page.host, status=UrlStatus.DONE, reason=reason,
             duplicate_of=page.duplicate_of or near_of, simhash=page.simhash,
             content_hash=page.content_hash,
-            detail=page.render_error if reason is Reason.RENDER_ERROR else None)
+            detail=page.render_error if reason is Reason.RENDER_ERROR else None,
+            index=index)
 
-    async def _near_duplicate_of(self, page: ParsedPage, simhash: int) -> str | None:
+    async def _near_duplicate_of(self, page: ParsedPage, simhash: int
+                                 ) -> tuple[str | None, NearIndex | None]:
         """The URL of an indexed page that ``page`` nearly duplicates, or None; a page
-        that duplicates none is indexed (its keys, SimHash and sketch).
+        that duplicates none is indexed (its keys, SimHash and sketch): here, or with
+        ``defer_index`` by its frontier owner, with the entries returned second.
 
         First stage, candidates: the pages sharing a SimHash block key (within
         ``simhash_threshold`` bits) or one of the sketch's keys (common.minhash
@@ -190,9 +200,11 @@ class DedupStage:
                         [(url, other, sketches.get(url)) for url, other in candidates],
                         k=k, threshold=settings.jaccard_threshold)
         if match is None:
+            if self.defer_index:
+                return None, NearIndex(keys=keys, sketch=sketch or None)
             await self.store.add_simhash(keys, page.url, simhash, sketch or None)
-            return None
-        return match[0]
+            return None, None
+        return match[0], None
 
     async def _publish_links(self, page: ParsedPage) -> None:
         """One Discovered message per bus partition that the page links into.

@@ -52,6 +52,7 @@ from common.messages import (
     HostControl,
     Link,
     LinkKind,
+    NearIndex,
     Reason,
     StatusUpdate,
     TaskKind,
@@ -744,13 +745,17 @@ class Frontier:
         # the page's verdict, when it came with the result (the fetcher judged it) or
         # before it (topic status overtook topic fetched): applied in the same write
         verdict = result.verdict or self._early.get((task.host, task.url))
+        index: NearIndex | None = None
         if (verdict is not None and effect.row.status is UrlStatus.FETCHED
                 and verdict.content_hash == effect.row.content_hash):
             _with_verdict(effect.row, verdict)
+            # a unique page's near-duplicate index entries, left by the fetcher that
+            # judged it: in the same write (one store statement less per page)
+            index = verdict.index if effect.row.simhash is not None else None
         # one write: a crash between the two would apply the result to the URL and not
         # to its host (a page not counted toward the host's cap and the crawl's figures)
         try:
-            await self.store.put_url_and_host(effect.row, effect.host)
+            await self.store.put_url_and_host(effect.row, effect.host, index=index)
         except BaseException:
             # applied or not: until the row is read back, no write of the host row from
             # memory (a dispatch's lease) may put back the page count it had before
@@ -812,6 +817,11 @@ class Frontier:
 
     async def _apply_verdict(self, row: UrlState, msg: StatusUpdate) -> None:
         _with_verdict(row, msg)
+        if msg.index is not None and row.simhash is not None:
+            # index entries a stage left to the frontier (not sent apart from a result
+            # today): written before the row is closed, so a retry writes them again
+            await self.store.add_simhash(msg.index.keys, row.url, row.simhash,
+                                         msg.index.sketch)
         await self.store.put_url(row)
 
     # ------------------------------------------------------------------ scheduling

@@ -55,8 +55,11 @@ lightweight transactions (no Paxos round): ``record_content`` writes the hash's 
 Cassandra's last-write-wins keeps the earliest copy's cells on every replica whatever
 order the writes arrive in; ``content_holder`` reads it at the write-overlapping level.
 A fetcher looks before it writes a body (one read) and records the copy after (one
-write). Two fetchers that store the same new body within one write's time of each other
-both store it in full; the earlier copy stays the holder that later copies refer to.
+write). A unique page's near-duplicate index entries (``simhash_blocks`` and its sketch)
+are one unlogged batch of their own (:meth:`add_simhash`), or part of the logged batch
+of :meth:`put_url_and_host` that applies the page's result (``index``). Two fetchers
+that store the same new body within one write's time of each other both store it in
+full; the earlier copy stays the holder that later copies refer to.
 
 Consistency levels come from the settings: ``read_consistency`` for plain reads,
 ``write_consistency`` for writes. The reads that a write depends on (does this URL exist,
@@ -119,10 +122,10 @@ from cassandra.query import (
 )
 
 from common.adapters.handling import DEPENDENCIES, STORE, dependency_down, describe
-from common.adapters.int64 import to_signed, to_unsigned
+from common.adapters.int64 import index_entries, to_signed, to_unsigned
 from common.adapters.rowcodec import RowCodec
 from common.adapters.sqlite_store import SchemaError
-from common.messages import RecordPointer, UrlStatus
+from common.messages import NearIndex, RecordPointer, UrlStatus
 from common.ports import (
     CrawlControl,
     HostState,
@@ -977,16 +980,20 @@ class CassandraStateStore:
                        for host, group in by_host.items()}
             await self._apply(changes)
 
-    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
-        """The URL's row, its index entries and counts, and the host's row in one logged
+    async def put_url_and_host(self, row: UrlState, host: HostState, *,
+                               index: NearIndex | None = None) -> None:
+        """The URL's row, its index entries and counts, the host's row and, with
+        ``index``, the page's near-duplicate index entries and sketch, in one logged
         batch (Cassandra applies a logged batch in full or not at all)."""
         if row.host != host.host:
             raise ValueError(f"url row of {row.host!r} with the host row of {host.host!r}")
         _check(row)
+        near = [] if index is None else index_entries(index.keys, row.url, row.simhash)
+        sketch = index.sketch if index is not None else None
         async with self._locked([row.host]):
             old = await self._old_rows({row.host: [row]})
             await self._apply_host(row.host, [(old.get((row.host, row.url)), row)],
-                                   host_row=host)
+                                   host_row=host, near=(near, sketch))
 
     async def _old_rows(self, by_host: dict[str, list[UrlState]]) -> dict[tuple[str, str], _Old]:
         """The stored state of these rows, read at the write-overlapping level (rows in
@@ -1022,10 +1029,13 @@ class CassandraStateStore:
                 raise result
 
     async def _apply_host(self, host: str, items: list[tuple[_Old | None, UrlState]], *,
-                          host_row: HostState | None = None) -> None:
-        """Write the rows of one host; ``host_row`` goes into the last batch."""
+                          host_row: HostState | None = None,
+                          near: tuple[list[tuple[int, str, int]], bytes | None] = ([], None)
+                          ) -> None:
+        """Write the rows of one host; ``host_row`` and ``near`` (near-duplicate index
+        entries and a sketch) go into the last batch."""
         try:
-            await self._write_host(host, items, host_row)
+            await self._write_host(host, items, host_row, near)
         except BaseException:
             if self._cache is not None:  # applied or not: read it back next time
                 self._cache.forget(host)
@@ -1098,7 +1108,9 @@ class CassandraStateStore:
         return wrong
 
     async def _write_host(self, host: str, items: list[tuple[_Old | None, UrlState]],
-                          host_row: HostState | None) -> None:
+                          host_row: HostState | None,
+                          near: tuple[list[tuple[int, str, int]], bytes | None] = ([], None)
+                          ) -> None:
         bucket = self.bucket(host)
         statuses = {str(new.status) for _, new in items}
         statuses |= {old.status for old, _ in items if old is not None}
@@ -1115,8 +1127,14 @@ class CassandraStateStore:
         chunks = list(_batches(items))
         for number, chunk in enumerate(chunks, 1):
             batch = self._batch()
-            if host_row is not None and number == len(chunks):
-                batch.add(ps["put_host"], _HOSTS.encode(host_row))
+            if number == len(chunks):
+                if host_row is not None:
+                    batch.add(ps["put_host"], _HOSTS.encode(host_row))
+                entries, sketch = near
+                for entry in entries:
+                    batch.add(ps["simhash_put"], entry)
+                if entries and sketch:
+                    batch.add(ps["sketch_put"], (entries[0][1], sketch))
             touched: set[tuple[str, str]] = set()
             for old, new in chunk:
                 url, status = new.url, str(new.status)
@@ -1331,10 +1349,9 @@ class CassandraStateStore:
         harmless."""
         if not keys:
             return
-        value = to_signed(simhash)
         batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._write)
-        for k in sorted({to_signed(k) for k in keys}):
-            batch.add(self._ps["simhash_put"], (k, url, value))
+        for entry in index_entries(keys, url, simhash):
+            batch.add(self._ps["simhash_put"], entry)
         if sketch:
             batch.add(self._ps["sketch_put"], (url, sketch))
         await self._send(batch)  # one statement; each entry is idempotent

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 _U64 = 1 << 64
 _I63 = 1 << 63
 
@@ -16,3 +18,14 @@ def to_signed(value: int) -> int:
 def to_unsigned(value: int) -> int:
     """The inverse of :func:`to_signed`."""
     return value + _U64 if value < 0 else value
+
+
+def index_entries(keys: Iterable[int], url: str, simhash: int | None
+                  ) -> list[tuple[int, str, int]]:
+    """The rows of a page's near-duplicate index entries: (key, url, simhash) with the
+    key and the SimHash signed, each key once, in key order. A page needs its SimHash
+    to be indexed."""
+    if simhash is None:
+        raise ValueError(f"near-duplicate index entries of {url!r} without a SimHash")
+    value = to_signed(simhash)
+    return [(k, url, value) for k in sorted({to_signed(k) for k in keys})]

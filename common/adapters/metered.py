@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from common.messages import RecordPointer, UrlStatus
+from common.messages import NearIndex, RecordPointer, UrlStatus
 from common.metrics import StoreMetrics
 from common.ports import (
     CrawlControl,
@@ -104,9 +104,10 @@ class MeteredStateStore:
         with self._metrics.time("get_host"):
             return await self._inner.get_host(host)
 
-    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+    async def put_url_and_host(self, row: UrlState, host: HostState, *,
+                               index: NearIndex | None = None) -> None:
         with self._metrics.time("put_url_and_host"):
-            await self._inner.put_url_and_host(row, host)
+            await self._inner.put_url_and_host(row, host, index=index)
 
     async def put_host(self, row: HostState) -> None:
         with self._metrics.time("put_host"):

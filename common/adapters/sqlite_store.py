@@ -52,9 +52,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from common.adapters.int64 import to_signed, to_unsigned
+from common.adapters.int64 import index_entries, to_signed, to_unsigned
 from common.adapters.rowcodec import RowCodec
-from common.messages import RecordPointer, UrlStatus
+from common.messages import NearIndex, RecordPointer, UrlStatus
 from common.ports import (
     CrawlControl,
     HostState,
@@ -523,16 +523,23 @@ class SqliteStateStore:
         if rows:
             await self._run(self._put_urls_sync, list(rows))
 
-    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
-        """Both rows in one transaction."""
+    async def put_url_and_host(self, row: UrlState, host: HostState, *,
+                               index: NearIndex | None = None) -> None:
+        """Both rows, and the page's near-duplicate index entries, in one transaction."""
         if row.host != host.host:
             raise ValueError(f"url row of {row.host!r} with the host row of {host.host!r}")
-        await self._run(self._put_url_and_host_sync, _URLS.encode(row), _HOSTS.encode(host))
+        entries = [] if index is None else index_entries(index.keys, row.url, row.simhash)
+        await self._run(self._put_url_and_host_sync, _URLS.encode(row), _HOSTS.encode(host),
+                        entries, index.sketch if index is not None else None)
 
-    def _put_url_and_host_sync(self, url: Sequence[Any], host: Sequence[Any]) -> None:
+    def _put_url_and_host_sync(self, url: Sequence[Any], host: Sequence[Any],
+                               entries: list[tuple[int, str, int]],
+                               sketch: bytes | None) -> None:
         with self._transaction() as db:
             db.execute(_PUT_URL, url)
             db.execute(_PUT_HOST, host)
+            if entries:
+                self._index_sync(db, entries, entries[0][1], sketch)
 
     def _put_urls_sync(self, rows: list[UrlState]) -> None:
         encoded = [_URLS.encode(r) for r in rows]
@@ -698,13 +705,18 @@ class SqliteStateStore:
     def _add_simhash_sync(self, rows: list[tuple[int, str, int]], url: str,
                           sketch: bytes | None) -> None:
         with self._transaction() as db:
-            db.executemany("INSERT INTO simhash_blocks (key, url, simhash) VALUES (?, ?, ?) "
-                           "ON CONFLICT (key, url) DO UPDATE SET simhash = excluded.simhash",
-                           rows)
-            if sketch:
-                db.execute("INSERT INTO simhash_sketches (url, sketch) VALUES (?, ?) "
-                           "ON CONFLICT (url) DO UPDATE SET sketch = excluded.sketch",
-                           (url, sketch))
+            self._index_sync(db, rows, url, sketch)
+
+    @staticmethod
+    def _index_sync(db: sqlite3.Connection, rows: list[tuple[int, str, int]], url: str,
+                    sketch: bytes | None) -> None:
+        db.executemany("INSERT INTO simhash_blocks (key, url, simhash) VALUES (?, ?, ?) "
+                       "ON CONFLICT (key, url) DO UPDATE SET simhash = excluded.simhash",
+                       rows)
+        if sketch:
+            db.execute("INSERT INTO simhash_sketches (url, sketch) VALUES (?, ?) "
+                       "ON CONFLICT (url) DO UPDATE SET sketch = excluded.sketch",
+                       (url, sketch))
 
     async def simhash_sketches(self, urls: Sequence[str]) -> dict[str, bytes]:
         """The stored sketch of each of ``urls`` that has one."""

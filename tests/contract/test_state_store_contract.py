@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from common.adapters.sqlite_store import SchemaError, SqliteStateStore
-from common.messages import Reason, RecordPointer, TaskKind, UrlStatus
+from common.messages import NearIndex, Reason, RecordPointer, TaskKind, UrlStatus
 from common.ports import HostState, RobotsRecord, SeedRoot, StateStore, UrlState
 from tests.contract.conftest import StoreFactory, server_available
 
@@ -232,6 +232,22 @@ async def test_put_url_and_host_writes_both_rows(store: StateStore) -> None:
     assert await store.get_url(done.host, done.url) == done
     assert await store.get_host("u.example") == again
     assert await store.count_urls() == {("queued", ""): 1, ("done", ""): 1}
+
+
+async def test_put_url_and_host_writes_near_duplicate_entries(store: StateStore) -> None:
+    queued, = await store.add_urls([row("n.example", "/a")])
+    done = msgspec.structs.replace(queued, status=UrlStatus.DONE, attempts=1,
+                                   simhash=MAX_U64)
+    sketch = bytes(range(256)) * 2
+    await store.put_url_and_host(done, HostState(host="n.example", page_count=1),
+                                 index=NearIndex(keys=[3, 1, MAX_U64], sketch=sketch))
+    assert await store.get_url(done.host, done.url) == done
+    for key in (1, 3, MAX_U64):
+        assert await store.simhash_candidates([key]) == [(done.url, MAX_U64)]
+    assert await store.simhash_sketches([done.url]) == {done.url: sketch}
+    with pytest.raises(ValueError, match="without a SimHash"):
+        await store.put_url_and_host(msgspec.structs.replace(done, simhash=None),
+                                     HostState(host="n.example"), index=NearIndex(keys=[1]))
 
 
 async def test_put_url_and_host_refuses_rows_of_two_hosts(store: StateStore) -> None:

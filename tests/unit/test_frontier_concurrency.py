@@ -20,6 +20,7 @@ from common.messages import (
     FetchTask,
     Link,
     Message,
+    NearIndex,
     StatusUpdate,
     Topic,
     UrlStatus,
@@ -68,12 +69,13 @@ class GatedStore(SqliteStateStore):
             raise OSError("store unavailable")
         await super().put_url(row)
 
-    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+    async def put_url_and_host(self, row: UrlState, host: HostState, *,
+                               index: NearIndex | None = None) -> None:
         await self._gate(row.host, "put_url_and_host")
         if row.host in self.fail_put_url:
             self.fail_put_url.discard(row.host)
             raise OSError("store unavailable")
-        await super().put_url_and_host(row, host)
+        await super().put_url_and_host(row, host, index=index)
 
     async def get_host(self, host: str) -> HostState | None:
         await self._gate(host, "get_host")

@@ -15,7 +15,15 @@ import pytest
 
 from common.adapters.memory_bus import MemoryBus
 from common.adapters.sqlite_store import SqliteStateStore
-from common.messages import Discovered, FetchOutcome, FetchResult, FetchTask, Link, Topic
+from common.messages import (
+    Discovered,
+    FetchOutcome,
+    FetchResult,
+    FetchTask,
+    Link,
+    NearIndex,
+    Topic,
+)
 from common.ports import Delivery, HostState, UrlState
 from common.settings import Settings
 from frontier.service import Frontier
@@ -35,8 +43,9 @@ class FlakyStore(SqliteStateStore):
         self.hang_due_urls = 0  # this many due_urls calls never answer
         self.fail_after_put_url_and_host = False  # applies the write, then raises
 
-    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
-        await super().put_url_and_host(row, host)
+    async def put_url_and_host(self, row: UrlState, host: HostState, *,
+                               index: NearIndex | None = None) -> None:
+        await super().put_url_and_host(row, host, index=index)
         if self.fail_after_put_url_and_host:
             self.fail_after_put_url_and_host = False
             raise TimeoutError("write timed out (it was applied)")

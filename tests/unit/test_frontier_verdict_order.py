@@ -10,6 +10,7 @@ from common.messages import (
     FetchOutcome,
     FetchResult,
     FetchTask,
+    NearIndex,
     Reason,
     StatusUpdate,
     Topic,
@@ -73,9 +74,10 @@ class CountingStore(SqliteStateStore):
         self.writes += 1
         await super().put_url(row)
 
-    async def put_url_and_host(self, row: UrlState, host: HostState) -> None:
+    async def put_url_and_host(self, row: UrlState, host: HostState, *,
+                               index: NearIndex | None = None) -> None:
         self.writes += 1
-        await super().put_url_and_host(row, host)
+        await super().put_url_and_host(row, host, index=index)
 
 
 async def _with_result(tmp_path: Path, verdict: StatusUpdate | None,
