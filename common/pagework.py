@@ -180,6 +180,9 @@ class ThreadPageWork:
 
 _HEADER = struct.Struct(">I")
 RETIRE_SECONDS = 30.0  # a worker ending longer than this after its socket closed is killed
+#: A lane below its most workers starts another when this many jobs in a row found
+#: every worker busy (a backlog that lasts, not a moment's burst).
+GROW_AFTER = 100
 
 
 def _frame(value: object) -> bytes:
@@ -266,6 +269,8 @@ class _Worker:
 class _Pool:
     workers: list[_Worker] = field(default_factory=list)
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)  # one replacement at a time
+    queued_in_a_row: int = 0  # jobs in a row that found every worker of the lane busy
+    growing: asyncio.Task[None] | None = None  # another worker starting (see GROW_AFTER)
 
 
 class ProcessPageWork:
@@ -285,9 +290,11 @@ class ProcessPageWork:
         if not lanes:
             raise ValueError("ProcessPageWork needs at least one lane")
         self.processes = processes
-        # workers per lane: ``processes`` unless ``lane_processes`` names another count
-        self._sizes = {name: (lane_processes or {}).get(name) or processes
-                       for name in lanes}
+        # workers per lane: ``processes`` at the start, and up to ``lane_processes``
+        # where that names more, started while the lane's jobs wait (GROW_AFTER)
+        self._sizes = {name: processes for name in lanes}
+        self._limits = {name: max(processes, (lane_processes or {}).get(name) or 0)
+                        for name in lanes}
         self.job_timeout = (settings.crawl.page_job_timeout if job_timeout is None
                             else job_timeout)
         self._setup = (settings, root, writer, cdx_name, keep_recent, preload)
@@ -415,7 +422,32 @@ class ProcessPageWork:
                     pool.workers[i] = await self._spawn(lane)
             while len(pool.workers) < self._sizes[lane]:
                 pool.workers.append(await self._spawn(lane))
-        return min(pool.workers, key=lambda w: len(w.pending))
+        best = min(pool.workers, key=lambda w: len(w.pending))
+        pool.queued_in_a_row = pool.queued_in_a_row + 1 if best.pending else 0
+        if (pool.queued_in_a_row >= GROW_AFTER and pool.growing is None
+                and len(pool.workers) < self._limits[lane] and not self._closed):
+            pool.growing = asyncio.create_task(self._grow(lane),
+                                               name=f"page-work-grow-{lane}")
+        return best
+
+    async def _grow(self, lane: str) -> None:
+        """Start one more worker of ``lane``; it takes jobs once it is set up."""
+        pool = self._pools[lane]
+        try:
+            worker = await self._spawn(lane)
+            await worker.started.wait()
+            if self._closed or not worker.alive:
+                await self._retire(worker)
+                return
+            pool.workers.append(worker)
+            log.info("page work: lane %s grew to %d workers (jobs were waiting)", lane,
+                     len(pool.workers))
+        except Exception as exc:  # no new worker: the lane goes on with those it has
+            log.warning("page work: could not start another %s worker: %r", lane, exc)
+            self._limits[lane] = len(pool.workers)
+        finally:
+            pool.queued_in_a_row = 0
+            pool.growing = None
 
     async def run(self, job: Callable[Concatenate[WorkContext, P], T],
                   *args: P.args, **kwargs: P.kwargs) -> T:
@@ -468,6 +500,9 @@ class ProcessPageWork:
         if self._closed:
             return
         self._closed = True
+        growing = [pool.growing for pool in self._pools.values() if pool.growing is not None]
+        if growing:  # each retires its new worker itself once it sees the close
+            await asyncio.gather(*growing, return_exceptions=True)
         workers = self._workers
         for w in workers:
             if w.pending:

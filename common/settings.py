@@ -98,11 +98,14 @@ class CrawlSettings:
                              "parse never delays WARC writing (0: worker threads of the "
                              "main process). Services in cluster mode use threads; run "
                              "more of them to use more cores.", minimum=0, maximum=64)
-    parse_processes: int = _f(0, "Embedded mode with page processes: worker processes "
-                              "that parse pages (0: as many as page_processes). Parsing "
-                              "costs several times what writing does, so on a machine "
-                              "with cores to spare more parsers than writers keep up "
-                              "with the fetching.", minimum=0, maximum=64)
+    parse_processes: int = _f(0, "Embedded mode with page processes: the most worker "
+                              "processes that parse pages. The crawl starts with "
+                              "page_processes of them; another starts while pages wait "
+                              "for a parse (a lasting backlog), up to this many (0: "
+                              "page_processes, none added). Parsing costs several times "
+                              "what writing does, so on pages heavy to parse a second "
+                              "parser keeps up with the fetching (docs/benchmarks.md).",
+                              minimum=0, maximum=64)
     page_job_timeout: float = _f(30.0, "Embedded mode with page processes: a page job "
                                  "(writing a page's records, parsing it) running longer "
                                  "than this many seconds is abandoned, its worker process "

@@ -248,7 +248,8 @@ class EmbeddedCrawler:
             ("frontier", (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS),
              self._frontier_handle, 1),
             ("fetcher", (Topic.FETCH,), self.fetcher.handle, fs.concurrency),
-            ("parser", (Topic.FETCHED,), self.parser.handle, 2),
+            # two pages per parse worker at most, one parsing and one waiting for it
+            ("parser", (Topic.FETCHED,), self.parser.handle, 2 * self._parsers()),
             ("dedup", (Topic.PARSED,), self.dedup.handle, 1),
             ("pages", (Topic.PAGES,), self._sink_pages, 1),
             ("deadletter", (Topic.DEAD_LETTER,), self._sink_dead, 1),
@@ -265,6 +266,11 @@ class EmbeddedCrawler:
             await self.api.start()
         self.health = await serve_health(self.settings.metrics, self.metrics.registry,
                                          ready=lambda: True)
+
+    def _parsers(self) -> int:
+        """The most pages parsed at once: the parse workers (one on threads)."""
+        crawl = self.settings.crawl
+        return max(crawl.page_processes, crawl.parse_processes) if crawl.page_processes else 1
 
     def done(self) -> bool:
         return self.bus.pending() == 0 and self.frontier.idle()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from common import pagework
 from common.adapters.local_blobs import LocalBlobStore
 from common.archive import read_response
 from common.pagework import PageJobTimeoutError, PageWorkError, ProcessPageWork, WorkContext
@@ -233,19 +234,34 @@ async def test_a_lane_never_waits_for_another(tmp_path: Path) -> None:
         work.lane("other")
 
 
-async def test_a_lane_can_have_more_workers_than_another(tmp_path: Path) -> None:
+async def test_a_lane_grows_while_its_jobs_wait(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pagework, "GROW_AFTER", 3)
     work = _work(tmp_path, lanes=("write", "parse"), job_timeout=0,
                  lane_processes={"parse": 2})
     write, parse = work.lane("write"), work.lane("parse")
     await work.start()
     try:
-        assert len(work.pids("write")) == 1 and len(work.pids("parse")) == 2
-        # two slow parses at once run side by side, one in each parse worker
-        parsers = await asyncio.gather(parse.run(_sleep, 0.5), parse.run(_sleep, 0.5))
+        assert len(work.pids("write")) == 1 and len(work.pids("parse")) == 1
+        # one job at a time never waits: no second worker
+        for _ in range(6):
+            await parse.run(_pid)
+        assert len(work.pids("parse")) == 1
+        # jobs that keep finding the worker busy start a second one, and no third
+        for _ in range(3):
+            await asyncio.gather(*(parse.run(_sleep, 0.05) for _ in range(4)))
+        grown = work._pools["parse"].growing
+        if grown is not None:
+            await grown
+        assert len(work.pids("parse")) == 2
+        parsers = await asyncio.gather(*(parse.run(_sleep, 0.3) for _ in range(2)))
+        for _ in range(3):
+            await asyncio.gather(*(parse.run(_sleep, 0.05) for _ in range(6)))
+        assert len(work.pids("parse")) == 2 and len(work.pids("write")) == 1
         assert await write.run(_pid) in work.pids("write")
     finally:
         await work.close()
-    assert len(set(parsers)) == 2
+    assert len(set(parsers)) == 2  # side by side, one in each
 
 
 def _model_loaded(ctx: WorkContext) -> bool:
