@@ -33,9 +33,9 @@ from dedup.service import DedupStage
 from frontier.service import Frontier
 from tests.unit.test_dedup_links import RecordingBus
 from tests.unit.test_dedup_near import parsed
+from tests.unit.test_frontier_verdict_order import URL, _in_flight
 
 TEXT = " ".join(f"word{i % 97} other{i % 13} thing{i % 7}" for i in range(400))
-URL = "http://a.test/p"
 
 
 class IndexCountingStore(SqliteStateStore):
@@ -79,12 +79,7 @@ async def test_near_duplicate_carries_no_entries(tmp_path: Path) -> None:
 
 async def _result_with_verdict(store: SqliteStateStore, verdict: StatusUpdate, *,
                                attempt: int = 1) -> Frontier:
-    frontier = Frontier(Settings(), MemoryBus(), store)
-    await store.add_urls([UrlState(host="a.test", url=URL)])
-    row = await store.get_url("a.test", URL)
-    assert row is not None
-    row.status, row.attempts = UrlStatus.IN_FLIGHT, 1
-    await store.put_url(row)
+    frontier = await _in_flight(store)
     task = FetchTask(task_id="t", url=URL, host="a.test", attempt=attempt)
     result = FetchResult(task=task, outcome=FetchOutcome.OK, status=200, fetched_at=1.0,
                          content_hash="sha256:aa", verdict=verdict)
