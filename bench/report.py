@@ -196,12 +196,15 @@ CHANGES: tuple[tuple[str, str, str], ...] = (
      "keys travel in the fetcher's verdict and the frontier writes them in the batch that "
      "applies the result", "`bench.cluster_rate`: 7.90 -> 6.93 Cassandra statements per "
      "page (300 x 10 compare: 8.16 -> 7.21)"),
-    ("a second parse worker (opt-in)", "`CRAWLER_CRAWL_PARSE_PROCESSES=2`: embedded mode "
-     "starts a second parse process while pages wait for a parse; on the real web the one "
-     "parse process was the busiest (about 90% of a core, the writer under 20%)",
-     "real web, every host, two parse processes from the start against one, 3 "
-     "alternating runs each: 90-99 -> 105-121 pages/s, CPU per page unchanged, +210 MiB; "
-     "on the generated web slower (start-up of the second worker), so off by default"),
+    ("more parse workers where cores are idle", "`CRAWLER_CRAWL_PARSE_PROCESSES` "
+     "(default 4): embedded mode starts another parse process while pages wait for a "
+     "parse and the machine has at least half a core idle; on the real web the one parse "
+     "process was the busiest (about 90% of a core, the writer under 20%, 0.6 core idle)",
+     "2 alternating runs each, 1 parse process against up to 4: real web, every host, "
+     "131-135 -> 149-152 pages/s (11.2-11.5 -> 12.1-12.3 CPU ms per page, +180 MiB); "
+     "generated web 229-233 -> 226-236 (no worker added: under 0.1 core idle); pgdoc "
+     "alone 173 -> 159-164 (a worker added; its start-up is a second of CPU in a 7 s "
+     "crawl)"),
 )
 
 

@@ -181,8 +181,39 @@ class ThreadPageWork:
 _HEADER = struct.Struct(">I")
 RETIRE_SECONDS = 30.0  # a worker ending longer than this after its socket closed is killed
 #: A lane below its most workers starts another when this many jobs in a row found
-#: every worker busy (a backlog that lasts, not a moment's burst).
+#: every worker busy (a backlog that lasts, not a moment's burst) ...
 GROW_AFTER = 100
+#: ... and the machine had at least this much of a core idle while they queued: where
+#: every core is busy (the main process is the bottleneck, not the lane), another worker
+#: only competes for the same cores and the crawl gets slower (docs/benchmarks.md)
+GROW_SPARE_CORES = 0.5
+
+CpuSample = tuple[float, float]
+"""The machine's idle and total CPU time since boot, in clock ticks of every core."""
+
+
+def cpu_sample() -> CpuSample | None:
+    """The machine's CPU times from ``/proc/stat`` (idle and I/O wait count as idle);
+    None where there is no such file (then a lane grows on its backlog alone)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 6 or fields[0] != b"cpu":
+        return None
+    ticks = [float(x) for x in fields[1:]]
+    # guest time (fields 9 and 10) is counted in user time already
+    return ticks[3] + ticks[4], sum(ticks[:8])
+
+
+def spare_cores(before: CpuSample, after: CpuSample, cores: int) -> float:
+    """Pure: how many cores were idle, on average, between two samples (0 when no time
+    passed between them)."""
+    total = after[1] - before[1]
+    if total <= 0:
+        return 0.0
+    return max(0.0, min(1.0, (after[0] - before[0]) / total)) * cores
 
 
 def _frame(value: object) -> bytes:
@@ -270,6 +301,7 @@ class _Pool:
     workers: list[_Worker] = field(default_factory=list)
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)  # one replacement at a time
     queued_in_a_row: int = 0  # jobs in a row that found every worker of the lane busy
+    queued_since: CpuSample | None = None  # the machine's CPU times at the first of them
     growing: asyncio.Task[None] | None = None  # another worker starting (see GROW_AFTER)
 
 
@@ -284,7 +316,8 @@ class ProcessPageWork:
                  cdx_name: str, lanes: tuple[str, ...] = (DEFAULT_LANE,),
                  job_timeout: float | None = None, keep_recent: int = KEEP_RECENT,
                  preload: tuple[str, ...] = (),
-                 lane_processes: Mapping[str, int] | None = None) -> None:
+                 lane_processes: Mapping[str, int] | None = None,
+                 cpu: Callable[[], CpuSample | None] = cpu_sample) -> None:
         if processes < 1:
             raise ValueError("ProcessPageWork needs at least one process")
         if not lanes:
@@ -298,6 +331,8 @@ class ProcessPageWork:
         self.job_timeout = (settings.crawl.page_job_timeout if job_timeout is None
                             else job_timeout)
         self._setup = (settings, root, writer, cdx_name, keep_recent, preload)
+        self._cpu = cpu  # the machine's CPU times, for GROW_SPARE_CORES
+        self._cores = os.cpu_count() or 1
         self._pools = {name: _Pool() for name in lanes}
         self._default = lanes[0]
         self._ids = itertools.count()
@@ -423,12 +458,28 @@ class ProcessPageWork:
             while len(pool.workers) < self._sizes[lane]:
                 pool.workers.append(await self._spawn(lane))
         best = min(pool.workers, key=lambda w: len(w.pending))
-        pool.queued_in_a_row = pool.queued_in_a_row + 1 if best.pending else 0
+        if len(pool.workers) >= self._limits[lane]:
+            return best  # as many workers as it may have: nothing to count
+        if not best.pending:
+            pool.queued_in_a_row = 0
+        else:
+            if pool.queued_in_a_row == 0:
+                pool.queued_since = self._cpu()
+            pool.queued_in_a_row += 1
         if (pool.queued_in_a_row >= GROW_AFTER and pool.growing is None
-                and len(pool.workers) < self._limits[lane] and not self._closed):
-            pool.growing = asyncio.create_task(self._grow(lane),
-                                               name=f"page-work-grow-{lane}")
+                and not self._closed):
+            if self._has_spare_cores(pool):
+                pool.growing = asyncio.create_task(self._grow(lane),
+                                                   name=f"page-work-grow-{lane}")
+            else:  # the cores are busy: count a new backlog from here
+                pool.queued_in_a_row = 0
         return best
+
+    def _has_spare_cores(self, pool: _Pool) -> bool:
+        now = self._cpu()
+        if pool.queued_since is None or now is None:
+            return True  # the machine's CPU times are unknown: the backlog decides
+        return spare_cores(pool.queued_since, now, self._cores) >= GROW_SPARE_CORES
 
     async def _grow(self, lane: str) -> None:
         """Start one more worker of ``lane``; it takes jobs once it is set up."""

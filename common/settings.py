@@ -98,13 +98,15 @@ class CrawlSettings:
                              "parse never delays WARC writing (0: worker threads of the "
                              "main process). Services in cluster mode use threads; run "
                              "more of them to use more cores.", minimum=0, maximum=64)
-    parse_processes: int = _f(0, "Embedded mode with page processes: the most worker "
+    parse_processes: int = _f(4, "Embedded mode with page processes: the most worker "
                               "processes that parse pages. The crawl starts with "
                               "page_processes of them; another starts while pages wait "
-                              "for a parse (a lasting backlog), up to this many (0: "
+                              "for a parse (a lasting backlog) and the machine has at "
+                              "least half a core idle, up to this many (0: "
                               "page_processes, none added). Parsing costs several times "
                               "what writing does, so on pages heavy to parse a second "
-                              "parser keeps up with the fetching (docs/benchmarks.md).",
+                              "parser keeps up with the fetching; where every core is "
+                              "busy, none is added (docs/benchmarks.md).",
                               minimum=0, maximum=64)
     page_job_timeout: float = _f(30.0, "Embedded mode with page processes: a page job "
                                  "(writing a page's records, parsing it) running longer "

@@ -83,7 +83,9 @@ async def _crawl(web: SimWeb, out: Path, *, job_timeout: float = 30.0,
                  wrap: Callable[[EmbeddedCrawler], None] | None = None
                  ) -> tuple[EmbeddedCrawler, CrawlStats, float]:
     settings = settings_for(web, out, politeness={"default_delay": DELAY},
-                            crawl={"page_processes": 1, "page_job_timeout": job_timeout})
+                            # one parse worker, never a second (counted below)
+                            crawl={"page_processes": 1, "parse_processes": 1,
+                                   "page_job_timeout": job_timeout})
     crawler = EmbeddedCrawler(settings)
     if wrap is not None:
         wrap(crawler)

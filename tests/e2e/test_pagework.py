@@ -234,11 +234,34 @@ async def test_a_lane_never_waits_for_another(tmp_path: Path) -> None:
         work.lane("other")
 
 
+class _Machine:
+    """CPU times of a machine whose cores are each ``idle`` idle (a fraction)."""
+
+    def __init__(self, idle: float) -> None:
+        self.idle = idle
+        self.ticks = 0.0
+        self.samples = 0
+
+    def __call__(self) -> pagework.CpuSample:
+        self.ticks += 100.0 * (os.cpu_count() or 1)
+        self.samples += 1
+        return self.idle * self.ticks, self.ticks
+
+
+def test_spare_cores_are_the_idle_share_of_the_ticks_between_samples() -> None:
+    assert pagework.spare_cores((100.0, 1000.0), (150.0, 1200.0), 2) == 0.5
+    assert pagework.spare_cores((0.0, 0.0), (400.0, 400.0), 4) == 4.0
+    assert pagework.spare_cores((10.0, 10.0), (10.0, 10.0), 2) == 0.0  # no time passed
+    sample = pagework.cpu_sample()
+    if Path("/proc/stat").exists():
+        assert sample is not None and 0 <= sample[0] <= sample[1]
+
+
 async def test_a_lane_grows_while_its_jobs_wait(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pagework, "GROW_AFTER", 3)
     work = _work(tmp_path, lanes=("write", "parse"), job_timeout=0,
-                 lane_processes={"parse": 2})
+                 lane_processes={"parse": 2}, cpu=_Machine(idle=0.9))
     write, parse = work.lane("write"), work.lane("parse")
     await work.start()
     try:
@@ -262,6 +285,33 @@ async def test_a_lane_grows_while_its_jobs_wait(tmp_path: Path,
     finally:
         await work.close()
     assert len(set(parsers)) == 2  # side by side, one in each
+
+
+async def test_a_lane_does_not_grow_while_every_core_is_busy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the jobs wait because the machine is short of CPU, not of parse workers: another
+    # worker would only take cores from the rest of the crawl
+    monkeypatch.setattr(pagework, "GROW_AFTER", 3)
+    machine = _Machine(idle=0.1 / (os.cpu_count() or 1))  # a tenth of a core idle
+    work = _work(tmp_path, lanes=("write", "parse"), job_timeout=0,
+                 lane_processes={"parse": 2}, cpu=machine)
+    parse = work.lane("parse")
+    await work.start()
+    try:
+        for _ in range(4):
+            await asyncio.gather(*(parse.run(_sleep, 0.05) for _ in range(6)))
+        assert work._pools["parse"].growing is None
+        assert len(work.pids("parse")) == 1
+        assert machine.samples >= 2  # it looked, and saw no spare core
+        machine.idle = 0.9  # the cores free up: the next backlog grows the lane
+        for _ in range(3):
+            await asyncio.gather(*(parse.run(_sleep, 0.05) for _ in range(6)))
+        grown = work._pools["parse"].growing
+        if grown is not None:
+            await grown
+        assert len(work.pids("parse")) == 2
+    finally:
+        await work.close()
 
 
 def _model_loaded(ctx: WorkContext) -> bool:
