@@ -205,6 +205,11 @@ CHANGES: tuple[tuple[str, str, str], ...] = (
      "generated web 229-233 -> 226-236 (no worker added: under 0.1 core idle); pgdoc "
      "alone 173 -> 159-164 (a worker added; its start-up is a second of CPU in a 7 s "
      "crawl)"),
+    ("the language model only where pages are parsed", "embedded mode's WARC writer "
+     "process no longer loads the language identifier's model at start (page work "
+     "preloads per lane)", "resident set of the writer process after start: 141 -> 51 "
+     "MiB (about 0.4 s less CPU at start); measured after this report's runs, so not in "
+     "their memory figures"),
 )
 
 

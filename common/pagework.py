@@ -310,12 +310,14 @@ class ProcessPageWork:
     ``root``; a job running longer than ``job_timeout`` seconds (default: the setting;
     0: no limit) is abandoned and its worker killed and replaced. Each worker imports
     the modules named in ``preload`` (those of the jobs) and calls their ``warm_up()``,
-    where they have one, before it takes jobs."""
+    where they have one, before it takes jobs; a mapping names them per lane (a lane it
+    leaves out preloads nothing), so a lane whose jobs never need a module's warm-up (a
+    language model, say) does not pay for it in time or memory."""
 
     def __init__(self, settings: Settings, *, processes: int, root: str, writer: str,
                  cdx_name: str, lanes: tuple[str, ...] = (DEFAULT_LANE,),
                  job_timeout: float | None = None, keep_recent: int = KEEP_RECENT,
-                 preload: tuple[str, ...] = (),
+                 preload: tuple[str, ...] | Mapping[str, tuple[str, ...]] = (),
                  lane_processes: Mapping[str, int] | None = None,
                  cpu: Callable[[], CpuSample | None] = cpu_sample) -> None:
         if processes < 1:
@@ -330,7 +332,10 @@ class ProcessPageWork:
                         for name in lanes}
         self.job_timeout = (settings.crawl.page_job_timeout if job_timeout is None
                             else job_timeout)
-        self._setup = (settings, root, writer, cdx_name, keep_recent, preload)
+        self._setup = (settings, root, writer, cdx_name, keep_recent)
+        self._preload = ({name: tuple(preload.get(name, ())) for name in lanes}
+                         if isinstance(preload, Mapping)
+                         else {name: tuple(preload) for name in lanes})
         self._cpu = cpu  # the machine's CPU times, for GROW_SPARE_CORES
         self._cores = os.cpu_count() or 1
         self._pools = {name: _Pool() for name in lanes}
@@ -372,7 +377,7 @@ class ProcessPageWork:
             child.close()
         reader, writer = await asyncio.open_unix_connection(sock=parent)
         worker = _Worker(process, writer, lane)
-        writer.write(_frame(self._setup))
+        writer.write(_frame((*self._setup, self._preload[lane])))
         worker.reader_task = asyncio.create_task(self._read(worker, reader),
                                                  name=f"page-worker-{process.pid}")
         return worker

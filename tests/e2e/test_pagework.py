@@ -336,3 +336,12 @@ async def test_a_worker_warms_up_the_preloaded_modules_before_its_first_job(
         assert await bare.run(_model_loaded) is False  # loaded on first use otherwise
     finally:
         await bare.close()
+    # per lane: only the lane that parses loads the model
+    lanes = _work(tmp_path / "lanes", lanes=("write", "parse"),
+                  preload={"write": ("fetcher.service",), "parse": ("parser.service",)})
+    await lanes.start()
+    try:
+        assert await lanes.lane("parse").run(_model_loaded) is True
+        assert await lanes.lane("write").run(_model_loaded) is False
+    finally:
+        await lanes.close()
