@@ -106,7 +106,9 @@ class CrawlSettings:
                               "page_processes, none added). Parsing costs several times "
                               "what writing does, so on pages heavy to parse a second "
                               "parser keeps up with the fetching; where every core is "
-                              "busy, none is added (docs/benchmarks.md).",
+                              "busy, none is added (docs/benchmarks.md). Idle CPU is the "
+                              "machine's (/proc/stat): in a container whose CPU quota is "
+                              "below the machine's cores, set this to page_processes.",
                               minimum=0, maximum=64)
     page_job_timeout: float = _f(30.0, "Embedded mode with page processes: a page job "
                                  "(writing a page's records, parsing it) running longer "
