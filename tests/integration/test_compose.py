@@ -70,6 +70,11 @@ TARGETS = {("frontier", "frontier:9100"), ("fetcher", "fetcher-1:9100"),
 UP_TIMEOUT = 900  # seconds for every service to be healthy (Cassandra is the slowest)
 KILL_AFTER = 40  # pages fetched before a fetcher is killed
 CRAWL_TIMEOUT = 600
+# the stack's Prometheus scrapes every this many seconds
+SCRAPE_INTERVAL = float(re.search(
+    r"^\s*scrape_interval:\s*(\d+)s\s*$",
+    (ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text(encoding="utf-8"),
+    re.M).group(1))  # type: ignore[union-attr]
 RATE_WINDOW = "5m"  # stands for Grafana's $__rate_interval, $__interval and $__range
 
 
@@ -412,13 +417,23 @@ def test_compose_stack_crawls_the_demo_and_survives_a_fetcher_crash(tmp_path: Pa
         # -- every query of every panel of both dashboards returns data
         queries = _dashboard_queries()
         assert len(queries) > 40
-        empty = []
-        for where, expr in queries:
-            promql = re.sub(r"\$__(rate_interval|interval|range)\b", RATE_WINDOW, expr)
-            if not stack.query(promql):
-                empty.append(f"{where}: {expr}")
-        assert empty == [], "panels without data:\n" + "\n".join(empty)
-        say(f"{len(queries)} dashboard queries answered with data")
+        # A rate needs two samples of a series: one that appeared in the crawl's last
+        # scrape interval (a counter created by its first message, on a crawl of 20 s
+        # against scrapes every 15 s) has data one or two scrapes later
+        pending = {f"{where}: {expr}": re.sub(r"\$__(rate_interval|interval|range)\b",
+                                              RATE_WINDOW, expr)
+                   for where, expr in queries}
+        waited = time.monotonic()
+        deadline = waited + 2 * SCRAPE_INTERVAL + 15
+        while True:
+            pending = {name: promql for name, promql in pending.items()
+                       if not stack.query(promql)}
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(5.0)
+        assert not pending, "panels without data:\n" + "\n".join(pending)
+        say(f"{len(queries)} dashboard queries answered with data "
+            f"(after {time.monotonic() - waited:.0f} s)")
 
         # -- the WARC files are in the stack's bucket once the crawler services stopped
         # (a stopping service uploads what its spool holds)
