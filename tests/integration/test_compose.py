@@ -431,6 +431,13 @@ def test_compose_stack_crawls_the_demo_and_survives_a_fetcher_crash(tmp_path: Pa
             if not pending or time.monotonic() > deadline:
                 break
             time.sleep(5.0)
+        if pending:  # what Prometheus holds of those metrics, to tell why
+            for name in sorted({m for promql in pending.values()
+                                for m in re.findall(r"\bcrawler_[a-z0-9_]+", promql)}):
+                held = stack.query(f"count_over_time({name}[{RATE_WINDOW}])")
+                say(f"{name}: samples per series in the last {RATE_WINDOW}: "
+                    + (", ".join(f"{r['metric']} {r['value'][1]}" for r in held)
+                       or "no series"))
         assert not pending, "panels without data:\n" + "\n".join(pending)
         say(f"{len(queries)} dashboard queries answered with data "
             f"(after {time.monotonic() - waited:.0f} s)")
