@@ -248,6 +248,17 @@ class _Machine:
         return self.idle * self.ticks, self.ticks
 
 
+async def _backlog(work: ProcessPageWork, rounds: int, jobs: int) -> None:
+    """``rounds`` of ``jobs`` parse jobs at once (each finds the worker busy), then
+    until a worker the lane started meanwhile is set up."""
+    parse = work.lane("parse")
+    for _ in range(rounds):
+        await asyncio.gather(*(parse.run(_sleep, 0.05) for _ in range(jobs)))
+    grown = work._pools["parse"].growing
+    if grown is not None:
+        await grown
+
+
 def test_spare_cores_are_the_idle_share_of_the_ticks_between_samples() -> None:
     assert pagework.spare_cores((100.0, 1000.0), (150.0, 1200.0), 2) == 0.5
     assert pagework.spare_cores((0.0, 0.0), (400.0, 400.0), 4) == 4.0
@@ -271,11 +282,7 @@ async def test_a_lane_grows_while_its_jobs_wait(tmp_path: Path,
             await parse.run(_pid)
         assert len(work.pids("parse")) == 1
         # jobs that keep finding the worker busy start a second one, and no third
-        for _ in range(3):
-            await asyncio.gather(*(parse.run(_sleep, 0.05) for _ in range(4)))
-        grown = work._pools["parse"].growing
-        if grown is not None:
-            await grown
+        await _backlog(work, rounds=3, jobs=4)
         assert len(work.pids("parse")) == 2
         parsers = await asyncio.gather(*(parse.run(_sleep, 0.3) for _ in range(2)))
         for _ in range(3):
@@ -295,20 +302,14 @@ async def test_a_lane_does_not_grow_while_every_core_is_busy(
     machine = _Machine(idle=0.1 / (os.cpu_count() or 1))  # a tenth of a core idle
     work = _work(tmp_path, lanes=("write", "parse"), job_timeout=0,
                  lane_processes={"parse": 2}, cpu=machine)
-    parse = work.lane("parse")
     await work.start()
     try:
-        for _ in range(4):
-            await asyncio.gather(*(parse.run(_sleep, 0.05) for _ in range(6)))
+        await _backlog(work, rounds=4, jobs=6)
         assert work._pools["parse"].growing is None
         assert len(work.pids("parse")) == 1
         assert machine.samples >= 2  # it looked, and saw no spare core
         machine.idle = 0.9  # the cores free up: the next backlog grows the lane
-        for _ in range(3):
-            await asyncio.gather(*(parse.run(_sleep, 0.05) for _ in range(6)))
-        grown = work._pools["parse"].growing
-        if grown is not None:
-            await grown
+        await _backlog(work, rounds=3, jobs=6)
         assert len(work.pids("parse")) == 2
     finally:
         await work.close()
