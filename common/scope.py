@@ -35,13 +35,33 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Iterable
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import ada_url
 
 from common import urls
 from common.ports import ScopeRules, SeedRoot
-from common.settings import ScopeSettings, SettingsError, env_name
+from common.settingsbase import SettingsError, env_name
+
+
+class ScopeSettings(Protocol):
+    """The scope section of the settings (:class:`common.settings.ScopeSettings`)."""
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def allow_domains(self) -> tuple[str, ...]: ...
+
+    @property
+    def deny_domains(self) -> tuple[str, ...]: ...
+
+    @property
+    def path_prefixes(self) -> tuple[str, ...]: ...
+
+    @property
+    def no_parent(self) -> bool: ...
 
 SCOPE_MODES = ("any", "seed-hosts", "seed-domains")
 MAX_DOMAIN_CHARS = 253

@@ -27,13 +27,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from common.addresses import parse_nameserver, parse_network, parse_override
+from common.patterns import compile_operator_pattern  # RE2: linear-time matching
+from common.scope import rules_from_settings
+from common.settingsbase import PREFIX, SettingsError, env_name
+from common.urls import DEFAULT_TRACKING_PARAMS, TrackingRules
+
+__all__ = ["PREFIX", "SettingsError", "env_name"]  # re-exported: the names users know
+
 T = TypeVar("T")
-
-PREFIX = "CRAWLER"
-
-
-class SettingsError(ValueError):
-    """An invalid or unknown setting; the message names the variable."""
 
 
 def _f(default: Any, doc: str, *, minimum: float | None = None,
@@ -266,7 +268,7 @@ class SitemapSettings:
 @dataclass(frozen=True, slots=True)
 class UrlSettings:
     tracking_params: tuple[str, ...] = _f(
-        ("utm_*", "gclid", "fbclid", "msclkid", "dclid", "mc_cid", "mc_eid", "_ga", "yclid"),
+        DEFAULT_TRACKING_PARAMS,
         "Query parameters removed in the canonical form ('*' matches any suffix).")
     extra_tracking_params: tuple[str, ...] = _f((), "More parameters to remove.")
 
@@ -516,10 +518,6 @@ def _section_type(sec: dataclasses.Field[Any]) -> type[Any]:
     return t
 
 
-def env_name(section: str, key: str) -> str:
-    return f"{PREFIX}_{section.upper()}_{key.upper()}"
-
-
 def variable_names() -> list[str]:
     names = []
     for sec in dataclasses.fields(Settings):
@@ -632,8 +630,6 @@ def _host_or_address(text: str) -> bool:
 
 def _validate_structured(s: Settings) -> None:
     """The checks of values with an inner structure; each error names its variable."""
-    from common.addresses import parse_nameserver, parse_network, parse_override
-
     def each(section: str, key: str, items: tuple[str, ...],
              check: Any) -> None:
         for item in items:
@@ -677,12 +673,8 @@ def _validate_structured(s: Settings) -> None:
             raise SettingsError("CRAWLER_TRAPS_HOST_PAGE_OVERRIDES: expected host=N with "
                                 f"N >= 1, got {cap!r}")
 
-    from common.patterns import compile_operator_pattern  # RE2: linear-time matching
-
     each("traps", "blocked_patterns", s.traps.blocked_patterns, compile_operator_pattern)
     each("render", "patterns", s.render.patterns, compile_operator_pattern)
-    from common.scope import rules_from_settings  # imports this module; names the variable
-
     rules_from_settings(s.scope)
 
     def host(text: str) -> None:
@@ -693,8 +685,6 @@ def _validate_structured(s: Settings) -> None:
             raise ValueError(f"not a host name (or host:port): {text!r}")
 
     each("traps", "blocked_hosts", s.traps.blocked_hosts, host)
-    from common.urls import TrackingRules  # imports this module; names the variable
-
     TrackingRules.from_settings(s.urls)
 
     st = s.store

@@ -66,12 +66,26 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Generic, NamedTuple, TypeVar
+from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
 import ada_url
 import tldextract
 
-from common.settings import SettingsError, UrlSettings, env_name
+from common.settingsbase import SettingsError, env_name
+
+#: Query parameters the canonical form drops by default (CRAWLER_URLS_TRACKING_PARAMS)
+DEFAULT_TRACKING_PARAMS: Final = ("utm_*", "gclid", "fbclid", "msclkid", "dclid", "mc_cid",
+                                  "mc_eid", "_ga", "yclid")
+
+
+class TrackingSettings(Protocol):
+    """The part of :class:`common.settings.UrlSettings` the tracking rules read."""
+
+    @property
+    def tracking_params(self) -> tuple[str, ...]: ...
+
+    @property
+    def extra_tracking_params(self) -> tuple[str, ...]: ...
 
 __all__ = [
     "DEFAULT_TRACKING",
@@ -395,7 +409,7 @@ class TrackingRules:
         return cls(frozenset(names), tuple(prefixes))
 
     @classmethod
-    def from_settings(cls, settings: UrlSettings) -> TrackingRules:
+    def from_settings(cls, settings: TrackingSettings) -> TrackingRules:
         """Rules from ``tracking_params`` plus ``extra_tracking_params``.
 
         Raises :class:`~common.settings.SettingsError` naming the variable of a bad
@@ -415,7 +429,7 @@ class TrackingRules:
         return low in self.names or (bool(self.prefixes) and low.startswith(self.prefixes))
 
 
-DEFAULT_TRACKING: Final = TrackingRules.from_settings(UrlSettings())
+DEFAULT_TRACKING: Final = TrackingRules.from_patterns(DEFAULT_TRACKING_PARAMS)
 """The rules of the default settings: ``utm_*``, ``gclid``, ``fbclid`` and others."""
 
 _MEMO_SIZE: Final = 8192  # entries per generation of each memo
