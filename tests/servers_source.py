@@ -27,17 +27,15 @@ removes what it left.
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib.util
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from scripts.lib import probes
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCALHOST = "127.0.0.1"
@@ -68,14 +66,6 @@ class Servers:
             "CRAWLER_STORE_CASSANDRA_PORT": str(self.cassandra_port),
             "CASSANDRA_PORT": str(self.cassandra_port),
         }
-
-
-def _answers(host: str, port: int, timeout: float = 1.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def local_servers() -> Servers:
@@ -131,7 +121,7 @@ def choose() -> tuple[str, str]:
         return wanted, f"CRAWLER_TEST_SERVERS={wanted}"
     if _environment_names_servers():
         return "local", "the environment names the servers"
-    if _answers(LOCALHOST, 9092) and _answers(LOCALHOST, 9042):
+    if probes.port_open(LOCALHOST, 9092) and probes.port_open(LOCALHOST, 9042):
         return "local", "servers answer on 127.0.0.1:9092 and :9042"
     problem = docker_problem()
     if problem is None:
@@ -167,58 +157,19 @@ def _wait(what: str, ready: object, container: object, timeout: float) -> float:
         time.sleep(1.0)
 
 
-@functools.cache
-def _scripts_servers() -> Any:
-    """scripts/servers.d/servers.py as a module (its readiness checks)."""
-    name = "scripts_servers"
-    spec = importlib.util.spec_from_file_location(
-        name, ROOT / "scripts" / "servers.d" / "servers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def kafka_ready(bootstrap: str) -> bool:
-    """Ready as scripts/servers means it (a client can produce, join a group, consume and
-    commit, every group coordinator has loaded), else at least: metadata answers."""
-    check = getattr(_scripts_servers(), "kafka_ready", None)
-    if check is not None:
-        try:
-            check(bootstrap, 20.0)
-        except Exception:
-            return False
-        return True
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
-                         "socket.timeout.ms": 3000})
+    """Ready as scripts/servers means it (scripts/lib/probes.py: a client can produce, join
+    a group, consume and commit, every group coordinator has loaded)."""
     try:
-        return bool(admin.list_topics(timeout=3).brokers)
+        probes.kafka_ready(bootstrap, probes.KAFKA_CHECK_SECONDS)
     except Exception:
         return False
+    return True
 
 
 def cassandra_ready(host: str, port: int) -> bool:
-    import logging
-
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import RoundRobinPolicy
-
-    if not _answers(host, port):
-        return False
-    logging.getLogger("cassandra").setLevel(logging.CRITICAL)
-    profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=5)
-    cluster = Cluster([host], port=port, connect_timeout=3, control_connection_timeout=3,
-                      execution_profiles={EXEC_PROFILE_DEFAULT: profile})
-    try:
-        row = cluster.connect().execute("SELECT release_version FROM system.local").one()
-        return row is not None
-    except Exception:
-        return False
-    finally:
-        cluster.shutdown()
+    """Ready as scripts/servers means it: a CQL session reads system.local."""
+    return probes.port_open(host, port) and probes.cassandra_release(host, port) is not None
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -43,8 +44,7 @@ import sys
 import tempfile
 import time
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ from common.settings import (  # noqa: E402
     env_name,
     variable_names,
 )
+from scripts.lib import build, cli  # noqa: E402
 
 CACHE = ROOT / ".cache"
 BIN = CACHE / "bin"
@@ -118,49 +119,19 @@ class DeployError(Exception):
     """A tool could not be fetched, built or run."""
 
 
-def say(message: str) -> None:
-    print(f"check-deploy: {message}", flush=True)
-
-
-@contextmanager
-def step(name: str) -> Iterator[None]:
-    start = time.monotonic()
-    try:
-        yield
-    finally:
-        say(f"{name} ({time.monotonic() - start:.1f}s)")
+say = cli.sayer("check-deploy: ")
+step = functools.partial(cli.timed, say, unit="s")
 
 
 # --------------------------------------------------------------------------- tools
 
 
-def _go_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["GOFLAGS"] = "-mod=mod"
-    env.setdefault("GOTOOLCHAIN", "local")
-    return env
-
-
 def go_mod_download(module: str, version: str) -> dict[str, Any]:
     """``go mod download -json module@version`` in a throw-away module folder."""
-    go = shutil.which("go")
-    if go is None:
-        raise DeployError("go not found: Go is needed to fetch the Compose schema and "
-                          "build helm")
-    with tempfile.TemporaryDirectory(prefix="check-deploy-") as tmp:
-        subprocess.run([go, "mod", "init", "checkdeploy.local/tmp"], cwd=tmp, env=_go_env(),
-                       check=True, capture_output=True)
-        proc = subprocess.run([go, "mod", "download", "-json", f"{module}@{version}"],
-                              cwd=tmp, env=_go_env(), capture_output=True, text=True)
-    try:
-        info: dict[str, Any] = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise DeployError(f"go mod download {module}@{version} failed: "
-                          f"{proc.stderr.strip() or proc.stdout.strip()}") from None
-    if "GoMod" not in info or ("Dir" not in info and "Zip" not in info):
-        raise DeployError(f"go mod download {module}@{version}: "
-                          f"{info.get('Error', proc.stderr.strip())}")
-    return info
+    go = build.go_binary(DeployError, "go not found: Go is needed to fetch the Compose "
+                         "schema and build helm")
+    return build.go_mod_download(module, version, go=go, error=DeployError,
+                                 env=build.go_env())
 
 
 def _module_file(info: Mapping[str, Any], inner: str) -> bytes:
@@ -210,9 +181,7 @@ def ensure_helm() -> Path:
                 return HELM
         except json.JSONDecodeError:
             pass
-    go = shutil.which("go")
-    if go is None:
-        raise DeployError("go not found: Go is needed to build helm")
+    go = build.go_binary(DeployError, "go not found: Go is needed to build helm")
     with step(f"built helm {HELM_VERSION} into {HELM.relative_to(ROOT)}"):
         say(f"building helm {HELM_VERSION} with Go (a few minutes the first time) ...")
         info = go_mod_download(HELM_MODULE, HELM_VERSION)
@@ -222,7 +191,7 @@ def ensure_helm() -> Path:
             flags += [f"-X {HELM_MODULE}/{pkg}.k8sVersionMajor=1",
                       f"-X {HELM_MODULE}/{pkg}.k8sVersionMinor={minor}"]
         BIN.mkdir(parents=True, exist_ok=True)
-        env = _go_env() | {"GOBIN": str(BIN), "CGO_ENABLED": "0"}
+        env = build.go_env(GOBIN=str(BIN))
         proc = subprocess.run(
             [go, "install", "-trimpath", "-ldflags", " ".join(["-s", "-w", *flags]),
              f"{HELM_MODULE}/cmd/helm@{HELM_VERSION}"],

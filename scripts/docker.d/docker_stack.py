@@ -50,19 +50,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
 import shutil
-import signal
 import string
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +70,18 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # scripts.lib, from any working directory
+
+from scripts.lib import build, cli  # noqa: E402
+from scripts.lib.proc import (  # noqa: E402
+    read_pid,
+    running_pid,
+    size_of,
+    spawn_logged,
+    tail,
+    terminate,
+)
+
 CACHE = ROOT / ".cache" / "docker"
 VAR = ROOT / "var" / "docker"
 SHARED = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "polite-crawler"
@@ -91,17 +102,8 @@ class DockerError(RuntimeError):
     """A step could not be done; the message says why."""
 
 
-def say(message: str) -> None:
-    print(f"docker: {message}", flush=True)
-
-
-@contextmanager
-def step(name: str) -> Iterator[None]:
-    start = time.monotonic()
-    try:
-        yield
-    finally:
-        say(f"{name} ({time.monotonic() - start:.1f} s)")
+say = cli.sayer("docker: ")
+step = functools.partial(cli.timed, say)
 
 
 def run(cmd: Sequence[str], *, timeout: float | None = None, check: bool = True,
@@ -150,35 +152,13 @@ def engine_version(timeout: float = 15) -> str | None:
     return version if proc.returncode == 0 and version else None
 
 
-def read_pid() -> int | None:
-    try:
-        return int(PID_FILE.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
 def marker() -> str:
     """An engine label that marks the dockerd this checkout started."""
     return f"--label=org.polite-crawler.started-by={VAR}"
 
 
 def our_dockerd() -> int | None:
-    pid = read_pid()
-    if pid is None or not alive(pid):
-        return None
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    return pid if marker().encode() in cmdline else None
+    return running_pid(PID_FILE, lambda cmd: marker() in cmd)
 
 
 def install_docker_io() -> None:
@@ -213,14 +193,8 @@ def cmd_start() -> str:
     VAR.mkdir(parents=True, exist_ok=True)
     timeout = float(os.environ.get("DOCKERD_START_TIMEOUT", "").strip() or 60)
     started = time.monotonic()
-    offset = DOCKERD_LOG.stat().st_size if DOCKERD_LOG.exists() else 0
-    with DOCKERD_LOG.open("ab") as log:
-        log.write(f"\n--- start {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-        log.flush()
-        proc = subprocess.Popen([dockerd, f"--host=unix://{SOCKET}", marker()],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    PID_FILE.write_text(f"{proc.pid}\n")
+    offset = size_of(DOCKERD_LOG)
+    proc = spawn_logged([dockerd, f"--host=unix://{SOCKET}", marker()], DOCKERD_LOG, PID_FILE)
     while True:
         if proc.poll() is not None:
             PID_FILE.unlink(missing_ok=True)
@@ -239,33 +213,18 @@ def cmd_start() -> str:
 
 
 def log_tail(offset: int, lines: int = 25) -> str:
-    try:
-        with DOCKERD_LOG.open("rb") as f:
-            f.seek(offset)
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
+    return tail(DOCKERD_LOG, lines, offset, missing="(no log)")
 
 
 def stop_pid(pid: int, timeout: float) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if alive(pid):
-        say(f"dockerd pid {pid} still running after {timeout:.0f} s: SIGKILL")
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        while alive(pid):
-            time.sleep(0.1)
+    terminate(pid, timeout, lambda: say(
+        f"dockerd pid {pid} still running after {timeout:.0f} s: SIGKILL"))
 
 
 def cmd_stop() -> None:
     pid = our_dockerd()
     if pid is None:
-        stale = read_pid()
+        stale = read_pid(PID_FILE)
         say("no dockerd started by this checkout is running" +
             (f" (pid {stale} is gone)" if stale else ""))
         PID_FILE.unlink(missing_ok=True)
@@ -291,42 +250,21 @@ def plugin_dir() -> Path:
 
 
 def go_env() -> dict[str, str]:
-    return {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
-
-
-def go_mod_download(module: str, version: str) -> dict[str, Any]:
-    go = shutil.which("go")
-    if go is None:
-        raise DockerError("go not found: Go builds Compose v2 from its module")
-    with tempfile.TemporaryDirectory(prefix="docker-stack-") as tmp:
-        run([go, "mod", "init", "polite-crawler.local/tmp"], cwd=Path(tmp), env=go_env())
-        proc = run([go, "mod", "download", "-json", f"{module}@{version}"], cwd=Path(tmp),
-                   env=go_env(), check=False, timeout=900)
-    try:
-        info: dict[str, Any] = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise DockerError(f"go mod download {module}@{version}: {proc.stderr.strip()}"
-                          ) from None
-    if "Dir" not in info:
-        raise DockerError(f"go mod download {module}@{version}: {info.get('Error')}")
-    return info
+    return build.go_env(GOTOOLCHAIN="local")
 
 
 def build_compose(target: Path) -> None:
     """`go build ./cmd` in a copy of the module's source: `go install module@version` is
     refused because the module's go.mod has exclude and replace directives, which count
     only in the main module."""
-    go = shutil.which("go")
-    if go is None:
-        raise DockerError("go not found: Go builds Compose v2 from its module")
+    go = build.go_binary(DockerError, "go not found: Go builds Compose v2 from its module")
     say(f"building Compose {COMPOSE_VERSION} from {COMPOSE_MODULE} with Go "
         "(several minutes the first time) ...")
-    info = go_mod_download(COMPOSE_MODULE, COMPOSE_VERSION)
+    info = build.go_mod_download(COMPOSE_MODULE, COMPOSE_VERSION, go=go, error=DockerError,
+                                 env=go_env(), need=("Dir",), timeout=900)
     with tempfile.TemporaryDirectory(prefix="compose-src-") as tmp:
         src = Path(tmp) / "compose"
-        shutil.copytree(info["Dir"], src)
-        for path in [src, *src.rglob("*")]:  # the module cache is read-only
-            path.chmod(path.stat().st_mode | 0o200)
+        build.copy_module_source(info["Dir"], src)
         ldflags = f"-s -w -X {COMPOSE_MODULE}/internal.Version={COMPOSE_VERSION}"
         out = Path(tmp) / "docker-compose"
         run([go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(out), "./cmd"],
@@ -597,30 +535,16 @@ def maven_jars(kind: str, version: str) -> Path:
     """The runtime jars of Kafka or Cassandra ``version``, from Maven Central (kept in
     ~/.cache/polite-crawler/jars, for every clone, and in Maven's local repository)."""
     home = SHARED / "jars" / f"{kind}-{version}"
-    stamp = home / "installed.txt"
-    if stamp.is_file():
-        names = stamp.read_text().split()
-        if names and all((home / "lib" / n).is_file() for n in names):
-            return home / "lib"
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise DockerError("mvn (Apache Maven) not found: it fetches the server jars")
-    home.mkdir(parents=True, exist_ok=True)
-    pom = home / "pom.xml"
+    if build.jars_installed(home):
+        return home / "lib"
     template = (HERE / "images" / kind / "pom.xml.in").read_text(encoding="utf-8")
-    pom.write_text(string.Template(template).substitute(version=version), encoding="utf-8")
-    staging = home / "lib.partial"
-    shutil.rmtree(staging, ignore_errors=True)
-    with step(f"fetched {kind} {version} jars from Maven Central"):
-        run([mvn, "-B", "-q", "--strict-checksums", "-f", str(pom),
-             "dependency:copy-dependencies", "-DincludeScope=runtime",
-             f"-DoutputDirectory={staging}"], timeout=1800)
-    names = sorted(p.name for p in staging.glob("*.jar"))
-    if not names:
-        raise DockerError(f"mvn copied no jars for {kind} {version}")
-    shutil.rmtree(home / "lib", ignore_errors=True)
-    staging.rename(home / "lib")
-    stamp.write_text("\n".join(names) + "\n")
+
+    def mvn(cmd: list[str]) -> None:
+        with step(f"fetched {kind} {version} jars from Maven Central"):
+            run(cmd, timeout=1800)
+
+    build.fetch_jars(home, string.Template(template).substitute(version=version),
+                     f"{kind} {version}", run=mvn, error=DockerError)
     return home / "lib"
 
 

@@ -55,17 +55,16 @@ import argparse
 import base64
 import calendar
 import contextlib
+import functools
 import http.client
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,6 +73,22 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # scripts.lib, from any working directory
+
+from scripts.lib import build as gobuild  # noqa: E402
+from scripts.lib import cli  # noqa: E402
+from scripts.lib.cli import env_str  # noqa: E402
+from scripts.lib.probes import port_open  # noqa: E402
+from scripts.lib.proc import (  # noqa: E402
+    read_pid,
+    rss_note,
+    running_pid,
+    size_of,
+    spawn_logged,
+    tail,
+    wait_gone,
+)
+
 CACHE = ROOT / ".cache" / "kube"
 VAR = ROOT / "var" / "kube"
 PKI = VAR / "pki"
@@ -102,27 +117,9 @@ class KubeError(RuntimeError):
     """Something could not be built, started, checked or stopped."""
 
 
-def env_str(name: str, default: str) -> str:
-    return os.environ.get(name, "").strip() or default
-
-
-def env_int(name: str, default: int) -> int:
-    raw = env_str(name, str(default))
-    try:
-        return int(raw)
-    except ValueError:
-        raise KubeError(f"{name}={raw!r} is not a whole number") from None
-
-
-def env_port(name: str, default: int) -> int:
-    port = env_int(name, default)
-    if not 0 < port < 65536:
-        raise KubeError(f"{name}={port} is not a TCP port")
-    return port
-
-
-def log(message: str) -> None:
-    print(f"kube: {message}", flush=True)
+env_int = functools.partial(cli.env_int, error=KubeError)
+env_port = functools.partial(cli.env_port, error=KubeError)
+log = cli.sayer("kube: ")
 
 
 # ------------------------------------------------------------------------------ build
@@ -140,37 +137,18 @@ def stamp_file(version: str = KUBE_VERSION) -> Path:
     return bin_dir(version) / "build.json"
 
 
-def go_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["GOFLAGS"] = "-mod=mod"
-    env.setdefault("GOTOOLCHAIN", "local")
-    env["CGO_ENABLED"] = "0"
-    return env
+go_env = gobuild.go_env
 
 
 def go_command() -> str:
-    go = shutil.which("go")
-    if go is None:
-        raise KubeError("go not found: Go is needed to build the Kubernetes binaries")
-    return go
+    return gobuild.go_binary(KubeError,
+                             "go not found: Go is needed to build the Kubernetes binaries")
 
 
 def go_mod_of(module: str, version: str) -> str:
     """The go.mod text of ``module@version``, through ``go mod download``."""
-    go = go_command()
-    with tempfile.TemporaryDirectory(prefix="kube-build-") as tmp:
-        subprocess.run([go, "mod", "init", "kube.local/probe"], cwd=tmp, env=go_env(),
-                       check=True, capture_output=True)
-        proc = subprocess.run([go, "mod", "download", "-json", f"{module}@{version}"],
-                              cwd=tmp, env=go_env(), capture_output=True, text=True)
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise KubeError(f"go mod download {module}@{version} failed: "
-                        f"{(proc.stderr or proc.stdout).strip()}") from None
-    if "GoMod" not in info:
-        raise KubeError(f"go mod download {module}@{version}: "
-                        f"{info.get('Error', proc.stderr.strip())}")
+    info = gobuild.go_mod_download(module, version, go=go_command(), error=KubeError,
+                                   env=go_env())
     return Path(info["GoMod"]).read_text(encoding="utf-8")
 
 
@@ -410,50 +388,6 @@ def write_kubeconfig(path: Path, user: str, cert: str, server: str) -> None:
 # ------------------------------------------------------------------------ processes
 
 
-def read_pid(pid_file: Path) -> int | None:
-    try:
-        return int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def process_alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
-def process_cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def rss_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def tail(path: Path, lines: int = 25, offset: int = 0) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return f"(no {path})"
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def https_get(port: int, path: str, *, client: bool = True,
               timeout: float = 5.0) -> tuple[int, str]:
     """GET https://127.0.0.1:port/path: with the admin certificate, verified by the cluster
@@ -463,17 +397,16 @@ def https_get(port: int, path: str, *, client: bool = True,
         ctx.load_cert_chain(str(PKI / "admin.crt"), str(PKI / "admin.key"))
     else:
         ctx = ssl._create_unverified_context()
-    conn = http.client.HTTPSConnection(LOCALHOST, port, context=ctx, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        return resp.status, resp.read().decode(errors="replace")
-    finally:
-        conn.close()
+    return _get(http.client.HTTPSConnection(LOCALHOST, port, context=ctx, timeout=timeout),
+                path)
 
 
 def http_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str]:
-    conn = http.client.HTTPConnection(LOCALHOST, port, timeout=timeout)
+    return _get(http.client.HTTPConnection(LOCALHOST, port, timeout=timeout), path)
+
+
+def _get(conn: http.client.HTTPConnection, path: str) -> tuple[int, str]:
+    """GET ``path`` on the connection: the status and the body as text; then closes it."""
     try:
         conn.request("GET", path)
         resp = conn.getresponse()
@@ -547,13 +480,11 @@ class Component:
     def running_pid(self) -> int | None:
         """The PID from the PID file, if that process is alive and is this component of
         this folder's cluster."""
-        pid = read_pid(self.pid_file)
-        if pid is None or not process_alive(pid):
-            return None
-        cmd = process_cmdline(pid)
-        if not cmd or Path(cmd[0]).name != self.name or not any(str(VAR) in a for a in cmd):
-            return None
-        return pid
+        def ours(cmd: list[str]) -> bool:  # this component's binary, with this folder
+            return bool(cmd) and Path(cmd[0]).name == self.name and any(
+                str(VAR) in arg for arg in cmd)
+
+        return running_pid(self.pid_file, ours)
 
     def ready(self) -> str | None:
         """None when ready, else what is not."""
@@ -567,22 +498,16 @@ class Component:
         if pid:
             log(f"{self.name}: already running (pid {pid})")
             return None
-        with contextlib.closing(socket.socket()) as sock:
-            if self.port and sock.connect_ex((LOCALHOST, self.port)) == 0:
-                raise KubeError(f"{self.name}: port {self.port} on {LOCALHOST} is taken by "
-                                "another process; choose another port (see scripts/kube.d/"
-                                "kube.py)")
+        if self.port and port_open(LOCALHOST, self.port):
+            raise KubeError(f"{self.name}: port {self.port} on {LOCALHOST} is taken by "
+                            "another process; choose another port (see scripts/kube.d/"
+                            "kube.py)")
         LOGS.mkdir(parents=True, exist_ok=True)
         if self.prepare is not None:
             self.prepare()
-        self.offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        self.offset = size_of(self.log_file)
         cmd = [str(self.binary), *self.args()]
-        with self.log_file.open("ab") as out:
-            out.write(f"\n--- start {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-            out.flush()
-            proc = subprocess.Popen(cmd, cwd=VAR, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        self.pid_file.write_text(f"{proc.pid}\n")
+        proc = spawn_logged(cmd, self.log_file, self.pid_file, cwd=VAR)
         log(f"{self.name}: started pid {proc.pid}, log {self.log_file.relative_to(ROOT)}")
         return proc
 
@@ -593,18 +518,16 @@ class Component:
             if proc is not None and proc.poll() is not None:
                 self.pid_file.unlink(missing_ok=True)
                 raise KubeError(f"{self.name}: exited with code {proc.returncode} before it "
-                                f"was ready.\n{tail(self.log_file, offset=self.offset)}")
+                                f"was ready.\n{tail(self.log_file, 25, self.offset)}")
             problem = self.ready()
             if problem is None:
                 took = time.monotonic() - started
                 pid = proc.pid if proc is not None else self.running_pid()
-                rss = rss_mib(pid) if pid else None
-                mem = f", rss {rss:.0f} MiB" if rss is not None else ""
-                log(f"{self.name}: ready after {took:.1f} s{mem}")
+                log(f"{self.name}: ready after {took:.1f} s{rss_note(pid)}")
                 return took
             if time.monotonic() - started > timeout:
                 raise KubeError(f"{self.name}: not ready within {timeout:.0f} s (last check: "
-                                f"{problem}).\n{tail(self.log_file, offset=self.offset)}")
+                                f"{problem}).\n{tail(self.log_file, 25, self.offset)}")
             time.sleep(0.5)
 
     def signal_stop(self) -> int | None:
@@ -622,15 +545,8 @@ class Component:
         return pid
 
     def wait_stopped(self, pid: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while process_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if process_alive(pid):
-            log(f"{self.name}: still running after {timeout:.0f} s, sending SIGKILL")
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            while process_alive(pid):
-                time.sleep(0.1)
+        wait_gone(pid, timeout, lambda: log(
+            f"{self.name}: still running after {timeout:.0f} s, sending SIGKILL"))
         self.pid_file.unlink(missing_ok=True)
         if self.after_stop is not None:
             self.after_stop()
@@ -1066,9 +982,7 @@ def cmd_status(s: Settings) -> bool:
         if pid is None and comp.name in ("containerd", *NODE_PROGRAMS) and not s.node:
             continue
         problem = comp.ready() if (PKI / "done").exists() else "no certificates yet"
-        rss = rss_mib(pid) if pid else None
-        where = f"pid {pid}" + (f", rss {rss:.0f} MiB" if rss is not None else "") if pid \
-            else "not started here"
+        where = f"pid {pid}{rss_note(pid)}" if pid else "not started here"
         state = "ready" if problem is None else f"not ready ({problem})"
         log(f"{comp.name}: {state}; {where}")
         if problem is not None and (comp.name == "kube-apiserver" or

@@ -46,13 +46,12 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import datetime
+import functools
 import os
 import re
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -61,10 +60,29 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # scripts.lib, from any working directory
+
+from scripts.lib import build, cli  # noqa: E402
+from scripts.lib.cli import env_str  # noqa: E402
+from scripts.lib.probes import (  # noqa: E402
+    KAFKA_CHECK_SECONDS,
+    NotReadyError,
+    cassandra_release,
+    kafka_ready,
+    port_open,
+)
+from scripts.lib.proc import (  # noqa: E402
+    read_pid,
+    rss_note,
+    running_pid,
+    spawn_logged,
+    tail,
+    wait_gone,
+)
+
 CACHE = ROOT / ".cache" / "servers"
 # SERVERS_VAR: another folder for data, logs and PID files, so a second pair of servers
 # (other ports too) can run beside the usual one, e.g. for tests that kill them
@@ -79,27 +97,11 @@ class ServerError(RuntimeError):
     """A server could not be installed, started, checked or stopped."""
 
 
-def env_str(name: str, default: str) -> str:
-    return os.environ.get(name, "").strip() or default
+env_int = functools.partial(cli.env_int, error=ServerError)
+env_port = functools.partial(cli.env_port, error=ServerError)
 
 
-def env_int(name: str, default: int) -> int:
-    raw = env_str(name, str(default))
-    try:
-        return int(raw)
-    except ValueError:
-        raise ServerError(f"{name}={raw!r} is not a whole number") from None
-
-
-def env_port(name: str, default: int) -> int:
-    port = env_int(name, default)
-    if not 0 < port < 65536:
-        raise ServerError(f"{name}={port} is not a TCP port")
-    return port
-
-
-def log(message: str) -> None:
-    print(message, flush=True)
+log = cli.sayer("")
 
 
 def render(template: str, **values: object) -> str:
@@ -113,14 +115,6 @@ def split_hostport(address: str, default_port: int) -> tuple[str, int]:
     if not sep:
         return address.strip(), default_port
     return host.strip("[]"), int(port)
-
-
-def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def options_file(name: str) -> list[str]:
@@ -144,54 +138,6 @@ def java_major(java: str) -> int:
         raise ServerError(f"cannot tell the Java version from: {out.strip()}")
     major = int(match.group(1))
     return int(match.group(2) or 0) if major == 1 else major
-
-
-# ---------------------------------------------------------------------------- process helpers
-
-
-def read_pid(pid_file: Path) -> int | None:
-    try:
-        return int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def process_alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
-def process_cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def rss_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def tail(path: Path, lines: int = 20, offset: int = 0) -> str:
-    """The last lines of a file, of what was written after byte ``offset``."""
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return f"(no {path})"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def sizes(paths: list[Path]) -> dict[Path, int]:
@@ -277,52 +223,33 @@ class Server:
 
     # -- install
     def installed(self) -> bool:
-        stamp = self.home / "installed.txt"
-        if not stamp.exists():
-            return False
-        jars = stamp.read_text().split()
-        return bool(jars) and all((self.lib / jar).exists() for jar in jars)
+        return build.jars_installed(self.home)
 
     def install(self, *, quiet: bool = False) -> None:
         if self.installed():
             if not quiet:
                 log(f"{self.name} {self.version}: installed in {self.lib}")
             return
-        mvn = shutil.which("mvn")
-        if not mvn:
-            raise ServerError("mvn (Apache Maven) not found: it fetches the server jars")
-        self.home.mkdir(parents=True, exist_ok=True)
-        pom = self.home / "pom.xml"
-        pom.write_text(render(f"{self.name}-pom.xml", version=self.version), encoding="utf-8")
-        staging = self.home / "lib.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        log(f"{self.name} {self.version}: fetching jars from Maven Central ...")
         started = time.monotonic()
-        cmd = [mvn, "-B", "-q", "--strict-checksums", "-f", str(pom),
-               "dependency:copy-dependencies", "-DincludeScope=runtime",
-               f"-DoutputDirectory={staging}"]
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise ServerError(f"mvn failed for {self.name} {self.version}:\n"
-                              f"{result.stdout[-4000:]}{result.stderr[-4000:]}")
-        jars = sorted(p.name for p in staging.glob("*.jar"))
-        if not jars:
-            raise ServerError(f"mvn copied no jars for {self.name} {self.version}")
-        shutil.rmtree(self.lib, ignore_errors=True)
-        staging.rename(self.lib)
-        (self.home / "installed.txt").write_text("\n".join(jars) + "\n")
+
+        def mvn(cmd: list[str]) -> None:
+            nonlocal started
+            log(f"{self.name} {self.version}: fetching jars from Maven Central ...")
+            started = time.monotonic()
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise ServerError(f"mvn failed for {self.name} {self.version}:\n"
+                                  f"{result.stdout[-4000:]}{result.stderr[-4000:]}")
+
+        jars = build.fetch_jars(self.home, render(f"{self.name}-pom.xml", version=self.version),
+                                f"{self.name} {self.version}", run=mvn, error=ServerError)
         log(f"{self.name} {self.version}: {len(jars)} jars in {self.lib} "
             f"({time.monotonic() - started:.1f} s)")
 
     # -- run state
     def running_pid(self) -> int | None:
         """The PID from the PID file, if that process is alive and is ours."""
-        pid = read_pid(self.pid_file)
-        if pid is None or not process_alive(pid):
-            return None
-        if self.marker not in process_cmdline(pid):
-            return None
-        return pid
+        return running_pid(self.pid_file, lambda cmd: self.marker in cmd)
 
     def external(self) -> str | None:
         return os.environ.get(self.external_var, "").strip() or None
@@ -358,12 +285,7 @@ class Server:
             (self.var / sub).mkdir(parents=True, exist_ok=True)
         cmd = self.command()
         self.log_offsets = sizes([self.console_log, *self.log_files()])
-        with self.console_log.open("ab") as out:
-            out.write(f"\n--- start {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-            out.flush()
-            proc = subprocess.Popen(cmd, cwd=self.var, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        self.pid_file.write_text(f"{proc.pid}\n")
+        proc = spawn_logged(cmd, self.console_log, self.pid_file, cwd=self.var)
         (self.var / "ports").write_text(self.ports() + "\n")
         log(f"{self.name}: started pid {proc.pid}, logs in {self.var / 'logs'}")
         return proc
@@ -387,10 +309,8 @@ class Server:
             if info:
                 pid = proc.pid if proc is not None else (
                     None if self.external() else self.running_pid())
-                rss = rss_mib(pid) if pid else None
-                mem = f", rss {rss:.0f} MiB" if rss is not None else ""
                 log(f"{self.name}: ready on {host}:{port} after "
-                    f"{time.monotonic() - started:.1f} s ({info}{mem})")
+                    f"{time.monotonic() - started:.1f} s ({info}{rss_note(pid)})")
                 return
             if time.monotonic() > deadline:
                 if proc is not None:
@@ -423,15 +343,8 @@ class Server:
         return pid
 
     def wait_stopped(self, pid: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while process_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if process_alive(pid):
-            log(f"{self.name}: still running after {timeout:.0f} s, sending SIGKILL")
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            while process_alive(pid):
-                time.sleep(0.1)
+        wait_gone(pid, timeout, lambda: log(
+            f"{self.name}: still running after {timeout:.0f} s, sending SIGKILL"))
         self.pid_file.unlink(missing_ok=True)
         log(f"{self.name}: stopped")
 
@@ -448,15 +361,13 @@ class Server:
         info = self.ready(host, port) if port_open(host, port) else None
         where = f"existing server {self.external_var}={ext}" if ext else (
             f"pid {pid}" if pid else "not started here")
-        rss = rss_mib(pid) if pid else None
-        mem = f", rss {rss:.0f} MiB" if rss is not None else ""
         if info:
             state = f"ready on {host}:{port} ({info})"
         elif self.problem and port_open(host, port):
             state = f"not ready on {host}:{port} ({self.problem})"
         else:
             state = f"not answering on {host}:{port}"
-        log(f"{self.name}: {state}; {where}{mem}")
+        log(f"{self.name}: {state}; {where}{rss_note(pid)}")
         return info is not None
 
 
@@ -527,170 +438,6 @@ class Kafka(Server):
         return [f"CRAWLER_BUS_KAFKA_BOOTSTRAP={bootstrap}"]
 
 
-KAFKA_CHECK_SECONDS = 20.0  # longest one Kafka readiness check takes
-KAFKA_PROBE_TOPIC = "servers-ready-probe"
-KAFKA_OFFSETS_TOPIC = "__consumer_offsets"
-
-
-class NotReadyError(Exception):
-    """A readiness check found the server not ready yet; the text says where."""
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (a signed 32-bit integer) of ``text``."""
-    data = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def offsets_partition(group: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition, so the coordinator, of consumer group
-    ``group``: Kafka's ``Utils.abs(groupId.hashCode()) % partitions``."""
-    h = java_string_hash(group)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
-def groups_covering(prefix: str, partitions: int) -> dict[int, str]:
-    """One group id starting with ``prefix`` for each ``__consumer_offsets`` partition."""
-    out: dict[int, str] = {}
-    n = 0
-    while len(out) < partitions:
-        group = f"{prefix}{n}"
-        out.setdefault(offsets_partition(group, partitions), group)
-        n += 1
-    return out
-
-
-def kafka_ready(bootstrap: str, budget: float) -> str:
-    """Check, within about ``budget`` seconds, that a Kafka client can do its work: see
-    the module docstring. Returns a short description; raises :class:`NotReadyError`
-    naming the step that failed."""
-    from confluent_kafka import (
-        Consumer,
-        ConsumerGroupTopicPartitions,
-        KafkaError,
-        KafkaException,
-        Producer,
-    )
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-    started = time.monotonic()
-    deadline = started + budget
-
-    def left(cap: float | None = None) -> float:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise NotReadyError(f"the check took more than {budget:.0f} s")
-        return min(remaining, cap) if cap is not None else remaining
-
-    quiet: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 0,
-                             "error_cb": lambda _error: None}
-    admin = AdminClient(quiet | {"socket.timeout.ms": 3000})
-    try:
-        meta = admin.list_topics(timeout=left(3))
-    except KafkaException as exc:
-        raise NotReadyError(f"no metadata from {bootstrap}: {exc}") from None
-    if not meta.brokers:
-        raise NotReadyError(f"no broker in the metadata of {bootstrap}")
-    about = f"cluster {meta.cluster_id}, {len(meta.brokers)} broker(s)"
-
-    # 1. a topic of its own, with a leader
-    if KAFKA_PROBE_TOPIC not in meta.topics:
-        probe = NewTopic(KAFKA_PROBE_TOPIC, num_partitions=1, replication_factor=1,
-                         config={"retention.ms": str(3_600_000)})  # an hour of probes
-        future = admin.create_topics([probe], request_timeout=left(10))[KAFKA_PROBE_TOPIC]
-        try:
-            future.result(timeout=left())
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if not (isinstance(error, KafkaError)
-                    and error.code() == KafkaError.TOPIC_ALREADY_EXISTS):
-                raise NotReadyError(f"cannot create the probe topic: {exc}") from None
-        except TimeoutError:
-            raise NotReadyError("creating the probe topic did not finish") from None
-    while True:
-        topic = admin.list_topics(topic=KAFKA_PROBE_TOPIC, timeout=left(3)).topics.get(
-            KAFKA_PROBE_TOPIC)
-        if topic is not None and topic.error is None and topic.partitions and all(
-                p.leader >= 0 for p in topic.partitions.values()):
-            break
-        left()
-        time.sleep(0.1)
-
-    # 2. a message in it
-    value = uuid.uuid4().hex.encode()
-    reports: list[object] = []
-    producer = Producer(quiet | {"acks": "all", "message.timeout.ms": int(left() * 1000)})
-    producer.produce(KAFKA_PROBE_TOPIC, value=value,
-                     on_delivery=lambda error, msg: reports.append(error))
-    producer.flush(left())
-    if reports != [None]:
-        raise NotReadyError(f"producing to the probe topic failed: "
-                            f"{reports[0] if reports else 'no delivery report'}")
-
-    # 3. a consumer group joins, gets the partition, reads the message, commits
-    group = f"servers-ready-{uuid.uuid4().hex[:12]}"
-    assigned: list[int] = []
-    consumer = Consumer(quiet | {"group.id": group, "auto.offset.reset": "earliest",
-                                 "enable.auto.commit": False,
-                                 "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
-    try:
-        consumer.subscribe([KAFKA_PROBE_TOPIC],
-                           on_assign=lambda _c, parts: assigned.extend(
-                               p.partition for p in parts))
-        last_error = None
-        while True:
-            try:
-                remaining = left()
-            except NotReadyError:
-                step = ("got no partition" if not assigned
-                        else "got its partition but did not read the probe message")
-                raise NotReadyError(f"consumer group {group} {step} within {budget:.0f} s"
-                                    + (f" ({last_error})" if last_error else "")) from None
-            msg = consumer.poll(min(0.5, remaining))
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                last_error = msg.error()
-                continue
-            if msg.value() == value:
-                break
-        try:
-            committed = consumer.commit(message=msg, asynchronous=False)
-        except KafkaException as exc:
-            raise NotReadyError(f"consumer group {group} could not commit: {exc}") from None
-        failed = [tp for tp in committed or [] if tp.error is not None]
-        if failed:
-            raise NotReadyError(f"consumer group {group} could not commit: {failed[0].error}")
-    finally:
-        consumer.close()
-    joined = time.monotonic() - started
-
-    # 4. every group coordinator has loaded its partition of __consumer_offsets
-    offsets = admin.list_topics(topic=KAFKA_OFFSETS_TOPIC, timeout=left(3)).topics.get(
-        KAFKA_OFFSETS_TOPIC)
-    count = len(offsets.partitions) if offsets is not None and offsets.error is None else 0
-    if count:
-        probes = groups_covering("servers-ready-coordinator-", count)
-        futures = {partition: admin.list_consumer_group_offsets(
-                       [ConsumerGroupTopicPartitions(name)],
-                       request_timeout=left(10))[name]
-                   for partition, name in probes.items()}
-        for partition, future in sorted(futures.items()):
-            try:
-                future.result(timeout=left())
-            except (KafkaException, TimeoutError) as exc:
-                raise NotReadyError(f"the group coordinator of {KAFKA_OFFSETS_TOPIC} "
-                                    f"partition {partition} is not ready: "
-                                    f"{exc or 'no answer'}") from None
-    with contextlib.suppress(Exception):  # the probe group is empty now; best effort
-        admin.delete_consumer_groups([group], request_timeout=5)[group].result(timeout=5)
-    return (f"{about}; a consumer group joined and committed in {joined:.1f} s, "
-            f"{count} group coordinator(s) ready")
-
-
 def new_cluster_id() -> str:
     """A Kafka cluster id: 16 random bytes in URL-safe base64 without padding."""
     while True:
@@ -741,23 +488,8 @@ class Cassandra(Server):
                 *os.environ.get("CASSANDRA_JVM_OPTS", "").split()]
 
     def ready(self, host: str, port: int) -> str | None:
-        import logging
-
-        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-        from cassandra.policies import RoundRobinPolicy
-
-        logging.getLogger("cassandra").setLevel(logging.CRITICAL)
-        profile = ExecutionProfile(load_balancing_policy=RoundRobinPolicy(), request_timeout=5)
-        cluster = Cluster([host], port=port, connect_timeout=3, control_connection_timeout=3,
-                          execution_profiles={EXEC_PROFILE_DEFAULT: profile})
-        try:
-            session = cluster.connect()
-            row = session.execute("SELECT release_version FROM system.local").one()
-        except Exception:
-            return None
-        finally:
-            cluster.shutdown()
-        return f"Cassandra {row[0]}" if row else None
+        release = cassandra_release(host, port)
+        return f"Cassandra {release}" if release is not None else None
 
     def endpoint(self) -> tuple[str, int]:
         ext = self.external()
@@ -823,26 +555,16 @@ class S3(Server):
             if not quiet:
                 log(f"s3: SeaweedFS {self.version} in {self.binary}")
             return
-        go = shutil.which("go")
-        if not go:
-            raise ServerError("go (the Go toolchain) not found: it builds SeaweedFS")
+        go = build.go_binary(ServerError, "go (the Go toolchain) not found: it builds SeaweedFS")
         timeout = env_int("SERVERS_BUILD_TIMEOUT", 3600)
         self.home.mkdir(parents=True, exist_ok=True)
         log(f"s3: building SeaweedFS {self.version} from its Go module (once; at most "
             f"{timeout} s, SERVERS_BUILD_TIMEOUT) ...")
         started = time.monotonic()
-        found = subprocess.run([go, "mod", "download", "-json",
-                                f"{SEAWEEDFS_MODULE}@{self.version}"],
-                               capture_output=True, text=True, check=False, timeout=timeout)
-        match = re.search(r'"Dir":\s*"([^"]+)"', found.stdout)
-        if found.returncode != 0 or not match:
-            raise ServerError(f"go mod download {SEAWEEDFS_MODULE}@{self.version} failed:\n"
-                              f"{found.stdout[-2000:]}{found.stderr[-2000:]}")
+        found = build.go_mod_download(SEAWEEDFS_MODULE, self.version, go=go, error=ServerError,
+                                      need=("Dir",), timeout=timeout)
         source = self.home / "src"
-        shutil.rmtree(source, ignore_errors=True)
-        shutil.copytree(match.group(1), source)  # the module cache is read-only
-        for path in [source, *source.rglob("*")]:
-            path.chmod(path.stat().st_mode | 0o200)
+        build.copy_module_source(found["Dir"], source)
         partial = self.home / "weed.partial"
         env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"}
         try:

@@ -9,19 +9,16 @@ loopback addresses are used.
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import os
 import socket
-import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from scripts.lib import probes
 from tests.conftest import unavailable
 
 pytestmark = pytest.mark.integration
@@ -120,27 +117,16 @@ def test_kafka_topic_produce_consume(kafka_bootstrap: str) -> None:
         admin.delete_topics([topic])[topic].result(timeout=30)
 
 
-def _servers_script() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "scripts" / "servers.d" / "servers.py"
-    spec = importlib.util.spec_from_file_location("local_servers_script", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_kafka_ready_means_a_consumer_group_can_join_at_once(kafka_bootstrap: str) -> None:
-    """What scripts/servers calls ready: a group joined, got its partition and committed,
-    and every group coordinator answers, so the next group joins at once (a first test
-    on a fresh broker failed with "Coordinator load in progress" when ready meant only
-    "metadata answers")."""
+    """What scripts/servers calls ready (scripts/lib/probes.py): a group joined, got its
+    partition and committed, and every group coordinator answers, so the next group joins
+    at once (a first test on a fresh broker failed with "Coordinator load in progress"
+    when ready meant only "metadata answers")."""
     from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient
 
-    servers = _servers_script()
     bootstrap = kafka_bootstrap.split(",")[0].strip()
-    info = servers.kafka_ready(bootstrap, 60.0)
+    info = probes.kafka_ready(bootstrap, 60.0)
     assert "a consumer group joined and committed" in info, info
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     offsets = admin.list_topics(topic="__consumer_offsets", timeout=10).topics[
@@ -153,7 +139,7 @@ def test_kafka_ready_means_a_consumer_group_can_join_at_once(kafka_bootstrap: st
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group,
                          "enable.auto.commit": False, "session.timeout.ms": 6000})
     try:
-        consumer.subscribe([servers.KAFKA_PROBE_TOPIC],
+        consumer.subscribe([probes.KAFKA_PROBE_TOPIC],
                            on_assign=lambda _c, parts: assigned.extend(
                                p.partition for p in parts))
         deadline = time.monotonic() + 5.0

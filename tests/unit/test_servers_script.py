@@ -1,6 +1,6 @@
-"""scripts/servers without servers: Kafka's group-to-coordinator hash, and a readiness
-wait that gives up naming the step that was not ready (the live check is in
-tests/integration/test_servers.py)."""
+"""scripts/servers without servers: Kafka's group-to-coordinator hash (scripts/lib/probes.py,
+which scripts/servers and the tests' servers share), and a readiness wait that gives up
+naming the step that was not ready (the live check is in tests/integration/test_servers.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from scripts.lib import probes
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "servers.d" / "servers.py"
 
@@ -35,21 +37,21 @@ servers = _load()
     ("é", 233),
 ])
 def test_java_string_hash(text: str, expected: int) -> None:
-    assert servers.java_string_hash(text) == expected
+    assert probes.java_string_hash(text) == expected
 
 
 def test_offsets_partition_follows_kafka() -> None:
-    assert servers.offsets_partition("hello", 50) == 99162322 % 50
-    assert servers.offsets_partition("polygenelubricants", 50) == 0  # Utils.abs(MIN) is 0
+    assert probes.offsets_partition("hello", 50) == 99162322 % 50
+    assert probes.offsets_partition("polygenelubricants", 50) == 0  # Utils.abs(MIN) is 0
     negative = next(g for g in (f"a-longer-group-{n}" for n in range(1000))
-                    if servers.java_string_hash(g) < 0)
-    assert servers.offsets_partition(negative, 7) == -servers.java_string_hash(negative) % 7
+                    if probes.java_string_hash(g) < 0)
+    assert probes.offsets_partition(negative, 7) == -probes.java_string_hash(negative) % 7
 
 
 def test_groups_covering_names_one_group_per_partition() -> None:
-    groups = servers.groups_covering("probe-", 50)
+    groups = probes.groups_covering("probe-", 50)
     assert sorted(groups) == list(range(50))
-    assert all(servers.offsets_partition(g, 50) == p for p, g in groups.items())
+    assert all(probes.offsets_partition(g, 50) == p for p, g in groups.items())
 
 
 @pytest.fixture
