@@ -269,16 +269,17 @@ def summarize_file(path: Path, rate: int) -> dict[str, Any]:
 # ---------------------------------------------------------------- cluster mode
 
 CASSANDRA_DRIVER = "Cassandra driver (cassandra-driver: statements, result rows, its threads)"
-KAFKA = "Kafka client and bus (confluent_kafka, common.adapters.kafka_bus, offset tracker)"
+KAFKA = "Kafka client and bus (confluent_kafka, common.adapters.kafka, offset tracker)"
 
 # The cluster's own parts first, then the embedded rules (the in-process bus is not
 # used in cluster mode; its message encoding is a component of its own here).
 CLUSTER_COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (CASSANDRA_DRIVER, ("cassandra/",)),  # py-spy names a library file from its sys.path entry
-    ("Cassandra store adapter (common.adapters.cassandra_store, rowcodec)",
-     ("common/adapters/cassandra_store.py", "common/adapters/rowcodec.py",
+    # before the driver, whose "cassandra/" its files contain too
+    ("Cassandra store adapter (common.adapters.cassandra, rowcodec)",
+     ("common/adapters/cassandra/", "common/adapters/rowcodec.py",
       "common/adapters/int64.py")),
-    (KAFKA, ("confluent_kafka/", "common/adapters/kafka_bus.py",
+    (CASSANDRA_DRIVER, ("cassandra/",)),  # py-spy names a library file from its sys.path entry
+    (KAFKA, ("confluent_kafka/", "common/adapters/kafka/",
              "common/adapters/offset_tracker.py")),
     ("message encoding (msgspec, common.messages)", ("common/messages.py", "msgspec")),
     ("metrics (prometheus_client, metered store)",
@@ -291,6 +292,7 @@ SUPERVISOR = "benchmark supervisor (left out)"
 SEED = "crawler seed (the seeding command)"
 
 _MODULE = re.compile(r"-m (?P<module>[\w.]+)")
+_DRIVER_FILE = re.compile(r"(?<!common/adapters/)cassandra/")  # not the store adapter's
 
 
 def cluster_process(heads: list[str]) -> str:
@@ -322,11 +324,11 @@ def cluster_thread(frames: list[tuple[str, str]]) -> str:
     if not frames or "threading.py" not in frames[0][1]:
         return "event loop (main thread)"
     probe = " ".join(f"{file} {func}" for func, file in frames)
-    if "kafka_bus.py" in probe and "_poll_thread" in probe:
+    if "common/adapters/kafka/" in probe and "_poll_thread" in probe:
         return "Kafka consumer polling threads"
-    if "kafka_bus.py" in probe and "_serve_producer" in probe:
+    if "common/adapters/kafka/" in probe and "_serve_producer" in probe:
         return "Kafka producer thread"
-    if "cassandra/" in probe:
+    if _DRIVER_FILE.search(probe):
         return "Cassandra driver threads"
     if "prometheus_client/" in probe or "socketserver.py" in probe:
         return "metrics server thread"

@@ -170,6 +170,11 @@ class Bus(Protocol):
     async def stop(self) -> None: ...
 
 
+class SchemaError(RuntimeError):
+    """A state store's database (an SQLite file, a Cassandra keyspace) does not match the
+    schema this code expects: newer, or laid out otherwise."""
+
+
 class StateStore(Protocol):
     """Durable crawl state. Each host has a single writer (its frontier owner)."""
 

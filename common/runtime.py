@@ -38,14 +38,14 @@ def make_bus(settings: Settings, *, metrics: Metrics | None = None,
              instance_id: str | None = None) -> Bus:
     """The bus the settings name; with ``metrics``, it records into ``metrics.bus``.
     ``instance_id`` (Kafka): the process's consumers are static group members (see
-    :class:`~common.adapters.kafka_bus.KafkaBus`)."""
+    :class:`~common.adapters.kafka.KafkaBus`)."""
     mode = key_mode(settings.politeness.key)
     # hosts that share a politeness key share a partition (one owner holds its timer)
     ring = HostRing(settings.bus.partitions,
                     key=None if mode == "host" else lambda host: partition_key(host, mode))
     bus_metrics = metrics.bus if metrics is not None else None
     if settings.bus.backend == "kafka":
-        from common.adapters.kafka_bus import KafkaBus
+        from common.adapters.kafka import KafkaBus
 
         return KafkaBus(settings.bus, ring=ring, metrics=bus_metrics, instance_id=instance_id)
     from common.adapters.memory_bus import MemoryBus
@@ -61,7 +61,7 @@ def make_store(settings: Settings, *, metrics: Metrics | None = None,
     may keep them in memory (``CRAWLER_STORE_ROW_CACHE``)."""
     store: StateStore
     if settings.store.backend == "cassandra":
-        from common.adapters.cassandra_store import CassandraStateStore
+        from common.adapters.cassandra import CassandraStateStore
 
         store = CassandraStateStore(
             settings.store,

@@ -59,13 +59,14 @@ from common.ports import (
     CrawlControl,
     HostState,
     RobotsRecord,
+    SchemaError,
     SeedRoot,
     UrlState,
     decode_control,
     encode_control,
 )
 
-__all__ = ["SCHEMA_VERSION", "SchemaError", "SqliteStateStore"]
+__all__ = ["SCHEMA_VERSION", "SqliteStateStore"]
 
 SCHEMA_VERSION = 1
 
@@ -73,10 +74,6 @@ _KEYS_PER_QUERY = 500  # well under SQLite's bound-parameter limit
 _MAX_GROUP = 256  # calls run in one transaction at most
 
 R = TypeVar("R")
-
-
-class SchemaError(RuntimeError):
-    """The database file does not match the schema this code expects."""
 
 
 _SCHEMA = """

@@ -98,7 +98,7 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactor
     backend: str = request.param
     if backend.startswith("cassandra"):  # one keyspace per session, emptied before each
         settings = request.getfixturevalue("empty_cassandra_keyspace")
-        from common.adapters.cassandra_store import CassandraStateStore
+        from common.adapters.cassandra import CassandraStateStore
         cache = 1000 if backend == "cassandra-cached" else 0
         return StoreFactory(backend, lambda: CassandraStateStore(settings, row_cache=cache))
     return _make_store_factory(backend, tmp_path)
@@ -112,7 +112,7 @@ def cassandra_keyspace() -> Iterator[StoreSettings]:
     settings = StoreSettings(backend="cassandra", cassandra_port=port,
                              keyspace=f"contract_{uuid.uuid4().hex[:16]}")
     yield settings
-    from common.adapters.cassandra_store import CassandraStateStore
+    from common.adapters.cassandra import CassandraStateStore
 
     async def drop() -> None:
         async with CassandraStateStore(settings) as s:
@@ -123,7 +123,7 @@ def cassandra_keyspace() -> Iterator[StoreSettings]:
 
 @pytest.fixture
 async def empty_cassandra_keyspace(cassandra_keyspace: StoreSettings) -> StoreSettings:
-    from common.adapters.cassandra_store import CassandraStateStore
+    from common.adapters.cassandra import CassandraStateStore
 
     async with CassandraStateStore(cassandra_keyspace) as s:  # creates the schema once
         await s.truncate()
@@ -224,7 +224,7 @@ def _make_bus_harness(backend: str) -> BusHarness:
         bus = make()
         return BusHarness(backend, bus, bus.publish_raw, make_twin=make)
     if backend == "kafka":
-        from common.adapters.kafka_bus import KafkaBus
+        from common.adapters.kafka import KafkaBus
         from common.settings import BusSettings
 
         bootstrap = (os.environ.get("CRAWLER_BUS_KAFKA_BOOTSTRAP", "").strip()

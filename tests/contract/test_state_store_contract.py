@@ -18,9 +18,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from common.adapters.sqlite_store import SchemaError, SqliteStateStore
+from common.adapters.sqlite_store import SqliteStateStore
 from common.messages import NearIndex, Reason, RecordPointer, TaskKind, UrlStatus
-from common.ports import HostState, RobotsRecord, SeedRoot, StateStore, UrlState
+from common.ports import HostState, RobotsRecord, SchemaError, SeedRoot, StateStore, UrlState
 from tests.contract.conftest import StoreFactory, server_available
 
 ROOT = Path(__file__).resolve().parents[2]

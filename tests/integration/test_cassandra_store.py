@@ -26,16 +26,15 @@ import msgspec
 import pytest
 from cassandra.query import BatchStatement
 
-from common.adapters.cassandra_store import (
+from common.adapters.cassandra import (
     STATUS_BUCKETS,
     TABLES,
     CassandraStateStore,
     CassandraUnavailableError,
-    SchemaError,
-    _overlapping_read,
 )
+from common.adapters.cassandra.session import overlapping_read
 from common.messages import Reason, RecordPointer, UrlStatus
-from common.ports import HostState, UrlState
+from common.ports import HostState, SchemaError, UrlState
 from common.settings import StoreSettings
 from tests.conftest import unavailable
 
@@ -210,11 +209,11 @@ def test_bad_settings_name_the_variable() -> None:
 def test_reads_before_writes_overlap_the_write_level() -> None:
     from cassandra import ConsistencyLevel as Level
 
-    assert _overlapping_read(Level.LOCAL_ONE, Level.LOCAL_QUORUM) == Level.LOCAL_QUORUM
-    assert _overlapping_read(Level.QUORUM, Level.LOCAL_QUORUM) == Level.QUORUM
-    assert _overlapping_read(Level.ONE, Level.QUORUM) == Level.QUORUM
-    assert _overlapping_read(Level.LOCAL_ONE, Level.ONE) == Level.ALL
-    assert _overlapping_read(Level.LOCAL_ONE, Level.ALL) == Level.LOCAL_ONE
+    assert overlapping_read(Level.LOCAL_ONE, Level.LOCAL_QUORUM) == Level.LOCAL_QUORUM
+    assert overlapping_read(Level.QUORUM, Level.LOCAL_QUORUM) == Level.QUORUM
+    assert overlapping_read(Level.ONE, Level.QUORUM) == Level.QUORUM
+    assert overlapping_read(Level.LOCAL_ONE, Level.ONE) == Level.ALL
+    assert overlapping_read(Level.LOCAL_ONE, Level.ALL) == Level.LOCAL_ONE
 
 
 async def test_consistency_levels_come_from_the_settings(settings: StoreSettings) -> None:
@@ -544,7 +543,7 @@ async def test_counts_are_checked_against_the_rows_after_a_failed_write(
 
 async def test_content_records_need_no_paxos_and_the_earliest_wins(
         settings: StoreSettings, monkeypatch: pytest.MonkeyPatch) -> None:
-    import common.adapters.cassandra_store as cs
+    import common.adapters.cassandra.small_tables as cs
 
     sent = Statements()
     h = "sha256:" + "88" * 32

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from common.adapters.kafka_bus import KafkaBus, KafkaBusError
+from common.adapters.kafka import KafkaBus, KafkaBusError
 from common.messages import (
     DeadLetter,
     Discovered,

@@ -13,7 +13,9 @@ from bench.cpu_profile import (
     SEED,
     SUPERVISOR,
     _process,
+    cluster_component,
     cluster_process,
+    cluster_thread,
     summarize_cluster,
 )
 from bench.report import cluster_profile_lines, cluster_split, render
@@ -31,13 +33,13 @@ THREAD = (f"Thread._bootstrap ({LIB}threading.py:995);"
 
 RAW = "\n".join([
     # the store adapter calling the driver on the event loop: the driver's (innermost)
-    f"{FETCH};{MAIN};CassandraStateStore._send (/r/common/adapters/cassandra_store.py:300);"
+    f"{FETCH};{MAIN};CassandraSession._send (/r/common/adapters/cassandra/session.py:200);"
     "Session.execute_async (cassandra/cluster.py:2700) 7",  # as py-spy names files
     # the driver's own I/O thread: the driver's, though its leaf is a socket call
     f"{FETCH};{THREAD};LibevLoop._run_loop ({SP}cassandra/io/libevreactor.py:100);"
     f"SocketIO.recv_into ({LIB}socket.py:706) 3",
-    f"{FRONT};{THREAD};KafkaBus._serve_producer (/r/common/adapters/kafka_bus.py:450) 4",
-    f"{FRONT};{MAIN};_Consumption._handle (/r/common/adapters/kafka_bus.py:900);"
+    f"{FRONT};{THREAD};ProducerSide._serve_producer (/r/common/adapters/kafka/producer.py:70) 4",
+    f"{FRONT};{MAIN};Consumption._handle (/r/common/adapters/kafka/consumer.py:300);"
     "decode_topic (/r/common/messages.py:430) 2",
     f"{FRONT};{MAIN};OffsetTracker.done (/r/common/adapters/offset_tracker.py:50) 1",
     f"{SUP};{MAIN};collect (/r/frontier/stats.py:40) 5",
@@ -93,6 +95,28 @@ def test_cluster_samples_fold_by_service_component_and_thread() -> None:
     top = s["hot_functions"][0]
     assert (top["service"], top["name"], top["samples"]) == (
         "fetcher", "Session.execute_async (cassandra/cluster.py)", 7)
+
+
+def test_the_store_adapters_files_are_not_the_drivers() -> None:
+    """The adapter lives in common/adapters/cassandra/, the driver in cassandra/: a
+    frame of the adapter is the adapter's, and a worker thread running only it is no
+    driver thread."""
+    adapter = [("UrlStateTables._write_host", "/r/common/adapters/cassandra/url_state.py")]
+    assert cluster_component(adapter, "event loop (main thread)").startswith(
+        "Cassandra store adapter")
+    driver = [*adapter, ("Session.execute_async", "cassandra/cluster.py")]
+    assert cluster_component(driver, "event loop (main thread)") == CASSANDRA_DRIVER
+    worker = [("Thread._bootstrap", f"{LIB}threading.py"),
+              ("_worker", f"{LIB}concurrent/futures/thread.py"),
+              ("_columns", "/r/common/adapters/cassandra/schema.py"),
+              ("sleep", "<built-in>")]
+    assert cluster_thread(worker) == "worker threads (page work, asyncio.to_thread)"
+    assert cluster_thread([*worker[:3], ("Cluster.refresh_schema_metadata",
+                                         "cassandra/cluster.py")]) == \
+        "Cassandra driver threads"
+    poll = [("Thread._bootstrap", f"{LIB}threading.py"),
+            ("Consumption._poll_thread", "/r/common/adapters/kafka/consumer.py")]
+    assert cluster_thread(poll) == "Kafka consumer polling threads"
 
 
 def _results() -> dict[str, Any]:

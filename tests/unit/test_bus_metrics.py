@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from common.adapters.kafka_bus import consumer_lag
+from common.adapters.kafka import consumer_lag
 from common.adapters.memory_bus import MemoryBus
 from common.messages import DeadLetter, StatusUpdate, Topic, UrlStatus
 from common.metrics import Metrics

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.adapters.kafka_bus import KafkaBus
+from common.adapters.kafka import KafkaBus
 from common.settings import BusSettings
 
 

@@ -19,7 +19,7 @@ from common.adapters.handling import (
     outage_backoff,
     while_down,
 )
-from common.adapters.kafka_bus import KafkaBusError, KafkaPublishRejectedError
+from common.adapters.kafka import KafkaBusError, KafkaPublishRejectedError
 
 
 @pytest.mark.parametrize(("error", "expected"), [

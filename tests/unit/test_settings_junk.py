@@ -47,8 +47,8 @@ def consume(s: Settings, folder: Path) -> None:
                            max_bytes=s.blob.warc_max_bytes)
     ArchiveWriter(blobs, software=s.crawl.user_agent)
     blobs.close()
-    from common.adapters.cassandra_store import CassandraStateStore
-    from common.adapters.kafka_bus import KafkaBus
+    from common.adapters.cassandra import CassandraStateStore
+    from common.adapters.kafka import KafkaBus
 
     CassandraStateStore(s.store)
     KafkaBus(s.bus)

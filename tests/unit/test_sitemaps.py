@@ -406,11 +406,11 @@ async def test_listed_urls_go_out_in_messages_under_the_kafka_limit(tmp_path: Pa
 
 def test_cassandra_url_state_has_the_sitemap_columns() -> None:
     # the Cassandra store adds missing columns to an existing table when it opens
-    from common.adapters import cassandra_store
+    from common.adapters.cassandra import schema
 
-    assert set(cassandra_store._URLS.columns) == set(cassandra_store._URL_COLUMNS)
-    assert cassandra_store._URL_COLUMNS["kind"] == "text"
-    assert cassandra_store._URL_COLUMNS["lastmod"] == "double"
+    assert set(schema.URLS.columns) == set(schema.URL_COLUMNS)
+    assert schema.URL_COLUMNS["kind"] == "text"
+    assert schema.URL_COLUMNS["lastmod"] == "double"
 
 
 def test_simulated_web_sitemaps_read_back() -> None:

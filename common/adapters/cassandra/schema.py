@@ -1,0 +1,204 @@
+"""The Cassandra store's schema: its tables, how their rows map to the state records,
+and how a keyspace is created, migrated and checked when a store opens.
+
+Table ids are derived from the keyspace and table names, so services starting side by
+side on different coordinators create the same tables. Columns that later versions add
+to a table are added to an older keyspace (``ALTER TABLE``); a key column that is
+missing or a column of another type is a :class:`~common.ports.SchemaError`. The first
+store to open a keyspace records its schema version and bucket count
+(``schema_version``); a newer version is refused.
+
+The functions here block (the driver's synchronous calls): the store runs them in a
+worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from cassandra import InvalidRequest, OperationTimedOut, Unavailable, WriteTimeout
+from cassandra.query import SimpleStatement
+
+from common.adapters.rowcodec import RowCodec
+from common.ports import HostState, RobotsRecord, SchemaError, UrlState
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+STATUS_BUCKETS = 16  # url_counts partitions per status, fixed when a keyspace is created
+SCHEMA_CLAIM_TRIES = 5  # tries of the schema version's lightweight transaction at start
+
+# lower case only: Cassandra folds unquoted names to lower case, so a keyspace created
+# as krunA is krunA's lower-case twin, and looking it up as krunA finds nothing
+KEYSPACE_RE = re.compile(r"[a-z][a-z0-9_]{0,47}")
+_TABLE_ID_NAMESPACE = uuid.UUID("0f5c6a52-5e0a-4c1e-9a53-2b1f8f0d6c11")
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: dict[str, str]  # name -> CQL type, in declaration order
+    key: str  # the PRIMARY KEY clause
+    options: str = ""
+
+    @property
+    def key_columns(self) -> frozenset[str]:
+        return frozenset(re.findall(r"[a-z_]+", self.key))
+
+    def ddl(self, keyspace: str) -> str:
+        table_id = uuid.uuid5(_TABLE_ID_NAMESPACE, f"{keyspace}.{self.name}")
+        columns = ", ".join(f"{n} {t}" for n, t in self.columns.items())
+        options = f" AND {self.options}" if self.options else ""
+        return (f"CREATE TABLE IF NOT EXISTS {keyspace}.{self.name} ({columns}, "
+                f"PRIMARY KEY {self.key}) WITH ID = {table_id}{options}")
+
+
+# Tables that lose entries as URLs move on: purge their tombstones within hours.
+_CHURN = ("gc_grace_seconds = 10800 AND compaction = {'class': "
+          "'SizeTieredCompactionStrategy', 'unchecked_tombstone_compaction': 'true', "
+          "'tombstone_compaction_interval': '3600'}")
+
+URL_COLUMNS = {
+    "host": "text", "url": "text", "status": "text", "reason": "text", "detail": "text",
+    "depth": "bigint", "priority": "bigint", "hops": "bigint", "source": "text",
+    "discovered_at": "double", "seq": "bigint", "last_fetch_at": "double",
+    "next_fetch_at": "double", "attempts": "bigint", "http_status": "bigint",
+    "etag": "text", "last_modified": "text", "content_hash": "text", "simhash": "bigint",
+    "duplicate_of": "text", "revisit_interval": "double", "record_file": "text",
+    "record_offset": "bigint", "record_length": "bigint", "kind": "text", "lastmod": "double",
+}
+
+TABLES: tuple[Table, ...] = (
+    Table("schema_version", {"name": "text", "version": "int", "buckets": "int"},
+          "(name)"),
+    Table("url_state", URL_COLUMNS, "((host), url)"),
+    Table("url_queue", {"host": "text", "priority": "bigint", "depth": "bigint",
+                        "seq": "bigint", "url": "text", "next_fetch_at": "double"},
+          "((host), priority, depth, seq, url)", _CHURN),
+    Table("url_next", {"host": "text", "next_fetch_at": "double", "url": "text"},
+          "((host), next_fetch_at, url)", _CHURN),
+    Table("url_by_status", {"host": "text", "status": "text", "url": "text"},
+          "((host, status), url)", _CHURN),
+    Table("url_counts", {"status": "text", "bucket": "int", "host": "text",
+                         "reason": "text", "n": "bigint"},
+          "((status, bucket), host, reason)"),
+    Table("hosts", {"host": "text", "crawl_delay": "double", "delay_override": "double",
+                    "blocked": "boolean", "max_pages": "bigint", "page_count": "bigint",
+                    "next_allowed_at": "double", "last_response_time": "double",
+                    "capped": "boolean",
+                    "lease_until": "double",
+                    # added later (ALTER TABLE at start): empty in older rows
+                    "refreshes": "bigint"}, "(host)"),
+    Table("robots", {"origin": "text", "status": "bigint", "body": "blob",
+                     "fetched_at": "double", "expires_at": "double"}, "(origin)"),
+    Table("content", {"content_hash": "text", "url": "text", "record_file": "text",
+                      "record_offset": "bigint", "record_length": "bigint"},
+          "(content_hash)"),
+    Table("simhash_blocks", {"block_key": "bigint", "url": "text", "simhash": "bigint"},
+          "((block_key), url)"),
+    Table("simhash_sketches", {"url": "text", "sketch": "blob"}, "(url)"),
+    Table("control", {"name": "text", "value": "text"}, "(name)"),
+    Table("seed_roots", {"domain": "text", "host": "text", "path": "text"},
+          "((domain), host, path)"),
+)
+TABLES_BY_NAME = {t.name: t for t in TABLES}
+
+# ---------------------------------------------------------------------------- codecs
+
+URLS = RowCodec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
+HOSTS = RowCodec(HostState, added=frozenset({"refreshes"}))
+ROBOTS = RowCodec(RobotsRecord)
+
+# --------------------------------------------------------------- create and migrate
+
+
+def migrate(cluster: Any, session: Any, keyspace: str, *, replication_factor: int,
+            write_level: int, request_timeout: float) -> int:
+    """Create what is missing (idempotent), add missing columns, check the version.
+
+    Returns the keyspace's url_counts bucket count (:data:`STATUS_BUCKETS` unless an
+    earlier store recorded another).
+    """
+    ks = keyspace
+    buckets = STATUS_BUCKETS
+    timeout = max(request_timeout, 60.0)
+    session.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {{'class': "
+        f"'SimpleStrategy', 'replication_factor': {replication_factor}}}",
+        timeout=timeout)
+    for table in TABLES:
+        session.execute(table.ddl(ks), timeout=timeout)
+    cluster.refresh_keyspace_metadata(ks)
+    for table in TABLES:
+        have = _columns(cluster, ks, table.name)
+        for name, cql_type in table.columns.items():
+            if name not in have:
+                if name in table.key_columns:
+                    raise SchemaError(f"{ks}.{table.name}: key column {name} is missing; "
+                                      "the table has another layout")
+                # Migration: columns added by later versions of a table. Another
+                # process may be adding the same column: that is fine too.
+                with contextlib.suppress(InvalidRequest):
+                    session.execute(f"ALTER TABLE {ks}.{table.name} ADD {name} "
+                                    f"{cql_type}", timeout=timeout)
+            elif have[name] != cql_type:
+                raise SchemaError(f"{ks}.{table.name}.{name} is {have[name]}, "
+                                  f"expected {cql_type}")
+    # The first store to open a keyspace fixes its version and bucket count.
+    row = _claim_schema_version(session, ks, write_level, timeout)
+    if not row["[applied]"]:
+        version, recorded = row["version"], row["buckets"]
+        if version is None or recorded is None or recorded < 1:
+            raise SchemaError(f"{ks}.schema_version: incomplete row {row!r}")
+        if version > SCHEMA_VERSION:
+            raise SchemaError(f"keyspace {ks}: schema version {version} is newer than "
+                              f"this code supports ({SCHEMA_VERSION})")
+        # Later versions migrate here, one step per version, then record the version.
+        buckets = int(recorded)
+    return buckets
+
+
+def _claim_schema_version(session: Any, keyspace: str, write_level: int,
+                          timeout: float) -> dict[str, Any]:
+    """Insert the keyspace's version row unless there is one (a lightweight
+    transaction); the row as it is. Services that start together race for it, and on
+    a busy node a Paxos round can time out with its outcome unknown: asking again is
+    safe (the row is the same whoever wrote it), a few times."""
+    statement = SimpleStatement(
+        f"INSERT INTO {keyspace}.schema_version (name, version, buckets) VALUES "
+        f"('crawler', {SCHEMA_VERSION}, {STATUS_BUCKETS}) IF NOT EXISTS",
+        consistency_level=write_level)
+    for attempt in range(1, SCHEMA_CLAIM_TRIES + 1):
+        try:
+            result = session.execute(statement, timeout=timeout)
+        except (WriteTimeout, Unavailable, OperationTimedOut) as exc:
+            if attempt == SCHEMA_CLAIM_TRIES:
+                raise
+            log.info("recording the schema version timed out (%s); asking again", exc)
+            time.sleep(0.5 * attempt)
+            continue
+        return dict(zip(result.column_names, result.one(), strict=True))
+    raise AssertionError("unreachable")
+
+
+def _columns(cluster: Any, keyspace: str, table: str) -> dict[str, str]:
+    """The table's columns and types, once the driver's schema metadata shows it.
+
+    A table another process created a moment ago can take a refresh or two to appear.
+    """
+    deadline = time.monotonic() + 30.0
+    while True:
+        found_keyspace = cluster.metadata.keyspaces.get(keyspace)
+        found = found_keyspace.tables.get(table) if found_keyspace is not None else None
+        if found is not None:
+            return {name: col.cql_type for name, col in found.columns.items()}
+        if time.monotonic() > deadline:
+            raise SchemaError(f"{keyspace}.{table}: not visible after it was created")
+        time.sleep(0.2)
+        cluster.refresh_schema_metadata(max_schema_agreement_wait=10)
