@@ -6,19 +6,26 @@ whose model ships in the package; BSD-3-Clause), on the first
 A text with fewer than :data:`MIN_LANGUAGE_LETTERS` letters, or whose best language
 scores below :data:`MIN_LANGUAGE_CONFIDENCE`, has no language (None). Codes are ISO
 639-1 where the language has one (``en``, ``de``; the identifier's own labels
-otherwise). On the article-extraction benchmark's main texts identification costs
-about 0.9 ms per page (py3langid 0.4 on 2,000 characters; lingua-language-detector
-2.1 in its low-accuracy mode, about 13 ms on 5,000; both agreed on 180 of 181 pages).
-The model loads once per process, on first use (about 0.4 s), and then holds about
-90 MB resident.
+otherwise). Identification runs py3langid's model without its per-byte Python loop
+(:mod:`parser.langid`: the same labels and probabilities, checked side by side in
+tests/unit/test_langid.py). On the article-extraction benchmark's main texts it costs
+about 0.3 ms of CPU per page (py3langid 0.4 itself: about 0.7-0.85 ms; on 2,000
+characters; lingua-language-detector 2.1 in its low-accuracy mode, about 13 ms on 5,000;
+py3langid and lingua agreed on 180 of 181 pages). The model loads once per process, on
+first use, in about 0.05 s from a cache folder (``$XDG_CACHE_HOME/polite-crawler/langid``,
+else ``~/.cache/...``) and holds about 6 MB of its own; its 59 MB table is mapped from
+the cache file and shared by every process of the machine (all of it resident once texts
+in many languages have been seen). The first process on a machine derives the cache
+from py3langid's model: about 1.2 s of CPU and 220 MB at the peak, once (where the
+folder cannot be written, at every start).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Protocol
 
+from parser.langid import Identifier, load_identifier
 from parser.text import MainText
 
 __all__ = [
@@ -51,29 +58,21 @@ class TextSignals:
     boilerplate_ratio: float
 
 
-class _Identifier(Protocol):
-    def classify(self, text: str) -> tuple[str, float]: ...
-
-
-_identifier: _Identifier | None = None
+_identifier: Identifier | None = None
 _lock = threading.Lock()
 
 
-def _model() -> _Identifier:
+def _model() -> Identifier:
     global _identifier
     with _lock:
         if _identifier is None:
-            from py3langid.langid import (  # type: ignore[import-untyped]
-                MODEL_FILE,
-                LanguageIdentifier,
-            )
-
-            _identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+            _identifier = load_identifier()
         return _identifier
 
 
 def warm_up() -> None:
-    """Load the language model now (about a second), not in the first page's parse."""
+    """Load the language model now, not in the first page's parse (a few
+    milliseconds; about a second on a machine's first start, see the module)."""
     _model()
 
 
