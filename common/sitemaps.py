@@ -8,10 +8,33 @@ while reading, so memory follows the bounds and not the input:
 - the body is decompressed in pieces of :data:`CHUNK` bytes and reading stops at
   ``max_bytes`` decompressed bytes (the protocol's 50 MB), so a gzip bomb inflates
   no further than that;
-- entries past ``max_urls`` (the protocol's 50,000) are not read;
+- entries past ``max_urls`` (the protocol's 50,000) are not read, whether their URLs
+  are usable or not (so a file of empty entries or junk lines costs no more);
 - XML is parsed by defusedxml on expat as a stream, each entry dropped once read; a
   document type declaration (so any entity, the billion laughs included) or an
   external reference ends the reading at once.
+
+Bounds on its shape hold too, so CPU follows them and not the input: reading ends at
+the first thing no sitemap has, before expat or the target spends more on it:
+
+- an element nested deeper than :data:`MAX_DEPTH` (5: a news sitemap's
+  urlset/url/news:news/news:publication/news:name), which ends elements nested millions
+  deep in the first piece read;
+- an element with more than :data:`MAX_ATTRIBUTES` attributes, or one longer than
+  :data:`MAX_ATTRIBUTE_CHARS` characters;
+- markup expat holds unfinished past :data:`MAX_MARKUP_BYTES` (a tag with its
+  attributes, a comment, a processing instruction): expat passes a tag on whole and
+  scans it again on every piece fed, so a 50 MB attribute or two million attributes
+  in one tag would cost minutes; what it holds is measured after each piece from its
+  byte index of the last event;
+- anything but ``<url>`` or ``<sitemap>`` entries in the root, and text outside an
+  entry's fields;
+- more than ``max_elements`` elements in all (:data:`MAX_ELEMENTS`, about two seconds
+  of callbacks), reason ``sitemap_capped``.
+
+Extension elements inside an entry (image:, video:, news:, xhtml:link) are passed over.
+Reading stopped by a shape bound ends as ``sitemap_invalid`` with what was wrong in
+``problem``.
 
 Only URLs of the sitemap's own host are taken, and those of the hosts in ``vouched``
 (the cross-submit rule: a sitemap that host B's robots.txt names may list URLs of B).
