@@ -117,7 +117,10 @@ class CrawlSettings:
                                  "than this many seconds is abandoned, its worker process "
                                  "killed and replaced, and the page recorded as a parse "
                                  "timeout (0: no limit). Threads cannot be stopped: there "
-                                 "the parser's input bounds limit a page's cost.",
+                                 "the parser's input bounds limit a page's cost. In "
+                                 "cluster mode the limit of reading one sitemap file, "
+                                 "which the fetcher and the parser do in a worker "
+                                 "process of their own.",
                                  minimum=0)
 
     @property

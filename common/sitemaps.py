@@ -8,10 +8,33 @@ while reading, so memory follows the bounds and not the input:
 - the body is decompressed in pieces of :data:`CHUNK` bytes and reading stops at
   ``max_bytes`` decompressed bytes (the protocol's 50 MB), so a gzip bomb inflates
   no further than that;
-- entries past ``max_urls`` (the protocol's 50,000) are not read;
+- entries past ``max_urls`` (the protocol's 50,000) are not read, whether their URLs
+  are usable or not (so a file of empty entries or junk lines costs no more);
 - XML is parsed by defusedxml on expat as a stream, each entry dropped once read; a
   document type declaration (so any entity, the billion laughs included) or an
   external reference ends the reading at once.
+
+Bounds on its shape hold too, so CPU follows them and not the input: reading ends at
+the first thing no sitemap has, before expat or the target spends more on it:
+
+- an element nested deeper than :data:`MAX_DEPTH` (5: a news sitemap's
+  urlset/url/news:news/news:publication/news:name), which ends elements nested millions
+  deep in the first piece read;
+- an element with more than :data:`MAX_ATTRIBUTES` attributes, or one longer than
+  :data:`MAX_ATTRIBUTE_CHARS` characters;
+- markup expat holds unfinished past :data:`MAX_MARKUP_BYTES` (a tag with its
+  attributes, a comment, a processing instruction): expat passes a tag on whole and
+  scans it again on every piece fed, so a 50 MB attribute or two million attributes
+  in one tag would cost minutes; what it holds is measured after each piece from its
+  byte index of the last event;
+- anything but ``<url>`` or ``<sitemap>`` entries in the root, and text outside an
+  entry's fields;
+- more than ``max_elements`` elements in all (:data:`MAX_ELEMENTS`, about two seconds
+  of callbacks), reason ``sitemap_capped``.
+
+Extension elements inside an entry (image:, video:, news:, xhtml:link) are passed over.
+Reading stopped by a shape bound ends as ``sitemap_invalid`` with what was wrong in
+``problem``.
 
 Only URLs of the sitemap's own host are taken, and those of the hosts in ``vouched``
 (the cross-submit rule: a sitemap that host B's robots.txt names may list URLs of B).
@@ -26,6 +49,7 @@ import datetime as dt
 import re
 import zlib
 from dataclasses import dataclass, field
+from typing import NoReturn
 from urllib.parse import urljoin, urlsplit
 from xml.etree.ElementTree import ParseError
 
@@ -42,6 +66,18 @@ CHUNK = 64 * 1024
 MAX_ROBOTS_SITEMAPS = 100  # sitemaps taken from one robots.txt: with URLs under 2 KB, a
 # fetch result stays far under Kafka's 1 MB
 FUTURE_SLACK = 86_400.0  # a lastmod later than a day from now is not believed
+#: Elements nested at most this deep: urlset/url/loc is 3, an extension's fields 4
+#: (image:image/image:loc, video:video/video:tag), and a news sitemap's publication
+#: name 5 (url/news:news/news:publication/news:name)
+MAX_DEPTH = 5
+MAX_ATTRIBUTES = 32  # attributes of one element (xhtml:link has 3, a root a few)
+MAX_ATTRIBUTE_CHARS = 8_192  # characters of one attribute value (a href is under 2,048)
+#: Bytes of markup expat may hold unfinished: a tag (with its attributes), comment or
+#: processing instruction is passed on whole, so a longer one is not waited for
+MAX_MARKUP_BYTES = 32 * 1024
+#: Elements of one file read at most (a 50 MB image sitemap has about a million): past
+#: it the rest is not read, so flat junk costs no more than this many callbacks
+MAX_ELEMENTS = 2_000_000
 
 #: <changefreq> values as seconds between changes: "always" as an hour (the least
 #: revisit interval clamps it anyway), "never" (an archived page) as ten years, which
@@ -84,6 +120,7 @@ class SitemapRead:
     invalid: int = 0  # entries without a usable http(s) URL
     reason: Reason = Reason.SITEMAP  # SITEMAP: read whole; else why reading stopped
     problem: str | None = None  # what went wrong, for the URL's detail
+    bytes_read: int = 0  # of the body, uncompressed, when reading ended
 
     @property
     def entries(self) -> int:
@@ -177,8 +214,9 @@ def parse_changefreq(value: str | None) -> float | None:
     return CHANGEFREQ_SECONDS.get(value.strip().lower())
 
 
-def _local(tag: object) -> str:
-    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+def _local(tag: str) -> str:
+    """An element's name without its namespace ('{ns}url' -> 'url')."""
+    return tag[tag.rfind("}") + 1:]
 
 
 class _Taker:
@@ -190,14 +228,16 @@ class _Taker:
         self.max_urls = max_urls
         self.now = now
         self.hosts = set(vouched)
+        self.seen = 0  # entries met, usable or not: the cap counts them all
         with contextlib.suppress(urls.UrlError):
             self.hosts.add(urls.host_key(urls.canonicalize(sitemap_url)))
 
     def full(self) -> bool:
-        return self.read.entries >= self.max_urls
+        return self.seen >= self.max_urls
 
     def take(self, loc: str | None, lastmod: str | None, *, index: bool,
              changefreq: str | None = None) -> None:
+        self.seen += 1
         if not loc or len(loc) >= MAX_LOC_CHARS:
             self.read.invalid += 1
             return
@@ -218,7 +258,8 @@ class _Taker:
 def read_sitemap(body: bytes, sitemap_url: str, *, now: float,
                  vouched: frozenset[str] = frozenset(),
                  max_urls: int = PROTOCOL_MAX_URLS,
-                 max_bytes: int = PROTOCOL_MAX_BYTES) -> SitemapRead:
+                 max_bytes: int = PROTOCOL_MAX_BYTES,
+                 max_elements: int = MAX_ELEMENTS) -> SitemapRead:
     """Read a sitemap file fetched from ``sitemap_url``. ``vouched``: host keys (see
     :func:`common.urls.host_key`) whose robots.txt named this sitemap; ``now`` bounds
     believable lastmod values. Never raises."""
@@ -229,7 +270,7 @@ def read_sitemap(body: bytes, sitemap_url: str, *, now: float,
         head = reader.read(CHUNK)
         first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
         if first == b"<":
-            _read_xml(head, reader, read, taker)
+            _read_xml(head, reader, read, taker, max_elements)
         elif head.strip():
             _read_text(head, reader, read, taker)
         else:
@@ -239,6 +280,7 @@ def read_sitemap(body: bytes, sitemap_url: str, *, now: float,
         read.problem = f"over {max_bytes} bytes uncompressed: read up to there"
     except zlib.error as exc:
         read.reason, read.problem = Reason.SITEMAP_INVALID, f"bad gzip data: {exc}"
+    read.bytes_read = reader.total
     return read
 
 
@@ -249,67 +291,126 @@ class _Stop(Exception):  # noqa: N818 - not an error: reading ends early on purp
 class _Target:
     """Parser target: keeps only the entry being read (its loc and lastmod, each cut
     at :data:`MAX_LOC_CHARS` + 1 characters), so no element or text is held longer
-    than its entry, whatever the document holds."""
+    than its entry, whatever the document holds. It also checks the shape of the
+    document as it goes and ends reading at the first thing no sitemap has: an element
+    deeper than :data:`MAX_DEPTH`, one with too many or too long attributes, anything
+    but ``<url>`` or ``<sitemap>`` entries in the root, text outside an entry's fields,
+    or more than ``max_elements`` elements in all. Extension elements inside an entry
+    (image:, video:, news:, xhtml:link) are passed over."""
 
-    def __init__(self, read: SitemapRead, taker: _Taker) -> None:
+    def __init__(self, read: SitemapRead, taker: _Taker, max_elements: int) -> None:
         self.read = read
         self.taker = taker
         self.depth = 0
+        self.elements = 0
+        self.max_elements = max_elements
+        self.root = ""
         self.field: str | None = None  # loc or lastmod, while inside one of an entry
         self.text: list[str] = []
         self.size = 0
         self.values: dict[str, str] = {}
 
-    def start(self, tag: str, attrib: dict[str, str]) -> None:
+    def _refuse(self, problem: str) -> NoReturn:
+        self.read.reason, self.read.problem = Reason.SITEMAP_INVALID, problem
+        raise _Stop
+
+    def start(self, tag: str, attrib: list[str]) -> None:
+        """An element begins: ``tag`` is 'namespace}name' or 'name', ``attrib`` its
+        attributes' names and values in turn. Called for every element, so the common
+        case (an element inside an entry, without attributes) does the least work."""
         self.depth += 1
+        self.elements += 1
+        if self.elements > self.max_elements:
+            self.read.reason = Reason.SITEMAP_CAPPED
+            self.read.problem = f"more than {self.max_elements} elements: the rest not read"
+            raise _Stop
+        if self.depth > MAX_DEPTH:
+            self._refuse(f"elements nested deeper than {MAX_DEPTH} (<{_local(tag)[:40]}>)")
+        if attrib:
+            if len(attrib) > 2 * MAX_ATTRIBUTES:
+                self._refuse(f"<{_local(tag)[:40]}> has more than {MAX_ATTRIBUTES} "
+                             "attributes")
+            if any(len(value) > MAX_ATTRIBUTE_CHARS for value in attrib[1::2]):
+                self._refuse(f"<{_local(tag)[:40]}> has an attribute of more than "
+                             f"{MAX_ATTRIBUTE_CHARS} characters")
+        if self.depth > 3:
+            return
         name = _local(tag)
-        if self.depth == 1:
-            if name == "urlset":
-                self.read.form = "urlset"
-            elif name == "sitemapindex":
-                self.read.form = "index"
-            else:
-                self.read.reason = Reason.SITEMAP_INVALID
-                self.read.problem = f"not a sitemap: the root element is <{name[:40]}>"
-                raise _Stop
+        if self.depth == 3:
+            if name in ("loc", "lastmod", "changefreq"):
+                self.field, self.text, self.size = name, [], 0
         elif self.depth == 2:
+            if name not in ("url", "sitemap"):
+                self._refuse(f"<{name[:40]}> in <{self.root}>: only <url> and <sitemap> "
+                             "entries belong there")
             self.values = {}
-        elif self.depth == 3 and name in ("loc", "lastmod", "changefreq"):
-            self.field, self.text, self.size = name, [], 0
+        elif name == "urlset":
+            self.read.form, self.root = "urlset", name
+        elif name == "sitemapindex":
+            self.read.form, self.root = "index", name
+        else:
+            self._refuse(f"not a sitemap: the root element is <{name[:40]}>")
 
     def data(self, text: str) -> None:
-        if self.field is not None and self.size <= MAX_LOC_CHARS:
-            self.text.append(text)
-            self.size += len(text)
+        if self.field is not None:
+            if self.size <= MAX_LOC_CHARS:
+                self.text.append(text)
+                self.size += len(text)
+        elif self.depth <= 2 and not text.isspace():
+            self._refuse(f"text outside an entry's fields: {text.strip()[:40]!r}")
 
     def end(self, tag: str) -> None:
-        name = _local(tag)
         if self.depth == 3 and self.field is not None:
             self.values[self.field] = "".join(self.text)[:MAX_LOC_CHARS + 1].strip()
             self.field, self.text = None, []
-        elif self.depth == 2 and name in ("url", "sitemap"):
+        elif self.depth == 2:
+            if self.taker.full():
+                self.read.reason = Reason.SITEMAP_CAPPED
+                self.read.problem = (f"more than {self.taker.max_urls} entries: "
+                                     "the rest not read")
+                raise _Stop
             index = self.read.form == "index"
-            if (name == "sitemap") == index:  # an entry of the other form is ignored
-                if self.taker.full():
-                    self.read.reason = Reason.SITEMAP_CAPPED
-                    self.read.problem = (f"more than {self.taker.max_urls} entries: "
-                                         "the rest not read")
-                    raise _Stop
+            if (_local(tag) == "sitemap") == index:
                 self.taker.take(self.values.get("loc"), self.values.get("lastmod"),
                                 index=index, changefreq=self.values.get("changefreq"))
+            else:  # an entry of the other form is passed over, but counts to the cap
+                self.taker.seen += 1
         self.depth -= 1
 
     def close(self) -> None:
         return None
 
 
-def _read_xml(head: bytes, reader: _Reader, read: SitemapRead, taker: _Taker) -> None:
-    parser = DefusedXMLParser(target=_Target(read, taker), forbid_dtd=True,
-                              forbid_entities=True, forbid_external=True)
+def _read_xml(head: bytes, reader: _Reader, read: SitemapRead, taker: _Taker,
+              max_elements: int) -> None:
+    target = _Target(read, taker, max_elements)
+    # defusedxml's parser refuses a document type declaration, entities and external
+    # references (handlers it sets on expat)
+    parser = DefusedXMLParser(target=target, forbid_dtd=True, forbid_entities=True,
+                              forbid_external=True)
+    expat = parser.parser
+    # the target's element handlers on expat itself: ElementTree's would add a call per
+    # element that builds a dict of the attributes and a name with its namespace
+    expat.ordered_attributes = True
+    expat.StartElementHandler = target.start
+    expat.EndElementHandler = target.end
+    expat.CharacterDataHandler = target.data
+    # text comes in pieces of up to 8 KiB, not a call per line or character reference
+    expat.buffer_text = True
+    fed = 0
     try:
         chunk = head
         while chunk:
             parser.feed(chunk)
+            fed += len(chunk)
+            # expat keeps a tag, comment or processing instruction until its end is
+            # fed, scanning it again on every feed: what it holds unfinished is what
+            # follows its last event
+            if fed - max(0, expat.CurrentByteIndex) > MAX_MARKUP_BYTES:
+                read.reason = Reason.SITEMAP_INVALID
+                read.problem = (f"markup (a tag, comment or processing instruction) "
+                                f"longer than {MAX_MARKUP_BYTES} bytes")
+                return
             chunk = reader.read(CHUNK)
         parser.close()
     except _Stop:

@@ -24,14 +24,17 @@ from parser.service import ParserStage
 
 
 def page_judge(settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore,
-               archive: ArchiveWriter, work: PageWork, metrics: Metrics) -> PageJudge:
+               archive: ArchiveWriter, work: PageWork, metrics: Metrics,
+               sitemap_work: PageWork | None = None) -> PageJudge:
     """Parse a stored page (``work``: where the fetcher wrote it, so the response is
     recalled from memory), judge it, and return its verdict (the fetcher turns a
     failure that is not an outage into a parse_error verdict). With rendering on, a page
-    the render rules choose goes to the render service instead (no verdict here)."""
+    the render rules choose goes to the render service instead (no verdict here).
+    Sitemap files are read in ``sitemap_work`` where given (:mod:`common.sitemap_work`)."""
     parser = ParserStage(settings, bus, blobs, archive, metrics=metrics, work=work,
                          defer_render=settings.render.enabled,
-                         control=store if settings.render.enabled else None)
+                         control=store if settings.render.enabled else None,
+                         sitemap_work=sitemap_work)
     # a unique page's near-duplicate index entries go with its verdict in the fetch
     # result, and its frontier owner writes them in the result's store write
     dedup = DedupStage(settings, bus, store, metrics=metrics,

@@ -8,6 +8,7 @@ from common.metrics import Metrics
 from common.pagework import KEEP_RECENT, ThreadPageWork, WorkContext
 from common.runtime import make_blobs, make_bus, make_store, run_service, writer_id
 from common.settings import Settings
+from common.sitemap_work import sitemap_work
 from fetcher.http import HttpFetcher
 from fetcher.robots_cache import RobotsCache
 from fetcher.service import FetcherStage
@@ -36,17 +37,22 @@ async def run(settings: Settings) -> None:
     work = ThreadPageWork(WorkContext(settings, blobs, archive,
                                       keep_recent=KEEP_RECENT if inline else 0))
     judge = None
+    # sitemaps read here are read in a worker process, with a time and a memory limit
+    sitemaps = sitemap_work(settings, writer) if inline else None
     if inline:
         # the composition of the fetcher, parser and dedup stages lives beside embedded
         # mode's, so the service packages never import each other
         from crawler.inline import page_judge
 
-        judge = page_judge(settings, bus, store, blobs, archive, work, metrics)
+        judge = page_judge(settings, bus, store, blobs, archive, work, metrics,
+                           sitemap_work=sitemaps)
     stage = FetcherStage(settings, bus, store, blobs, archive, http, robots, metrics=metrics,
                          work=work, judge=judge)
 
     async def stop() -> None:
         await bus.stop()
+        if sitemaps is not None:
+            await sitemaps.close()
         await http.close()
         blobs.flush()
         blobs.close()

@@ -7,6 +7,7 @@ from common.messages import Topic
 from common.metrics import Metrics
 from common.runtime import make_blobs, make_bus, run_service, writer_id
 from common.settings import Settings
+from common.sitemap_work import sitemap_work
 from parser.service import ParserStage
 
 
@@ -17,12 +18,15 @@ async def run(settings: Settings) -> None:
     blobs = make_blobs(settings, writer, metrics=metrics)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent,
                             cdx_name=f"index-{writer}.cdxj")
+    # sitemap files are read in a worker process, with a time and a memory limit
+    sitemaps = sitemap_work(settings, writer)
     # with rendering on, pages the render rules choose go to the render service
     stage = ParserStage(settings, bus, blobs, archive, metrics=metrics,
-                        defer_render=settings.render.enabled)
+                        defer_render=settings.render.enabled, sitemap_work=sitemaps)
 
     async def stop() -> None:
         await bus.stop()
+        await sitemaps.close()
         blobs.flush()
         blobs.close()
 

@@ -12,8 +12,9 @@ outcome for that URL (parse_error, or parse_timeout when the page job ran over i
 time limit), never a crash of the stage.
 
 A sitemap file (a task of kind ``sitemap``) is read as a sitemap instead
-(:mod:`common.sitemaps`, in the page work like a parse): the URLs it lists go to the
-frontier here (topic discovered, at most :data:`MAX_LINKS_PER_MESSAGE` a message),
+(:mod:`common.sitemaps`, in the page work like a parse, or in a worker process of its
+own where the stage is given one, :mod:`common.sitemap_work`): the URLs it lists go to
+the frontier here (topic discovered, at most :data:`MAX_LINKS_PER_MESSAGE` a message),
 and its ParsedPage carries no links, only how reading it ended (``reason``) and what
 it held (``detail``).
 """
@@ -50,7 +51,8 @@ from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.rendering import RenderRules, RenderWhy, ShellSignal, count_scripts, render_decision
 from common.settings import Settings
 from common.simhash import encoded_tokens, simhash_of
-from common.sitemaps import SitemapRead, read_sitemap, vouched_hosts
+from common.sitemap_work import read_job
+from common.sitemaps import SitemapRead, vouched_hosts
 from parser.charset import decode_html
 from parser.html import extract, followable_links, parse_document
 from parser.signals import TextSignals, text_signals
@@ -146,7 +148,8 @@ class ParserStage:
                  archive: ArchiveWriter, *, metrics: Metrics | None = None,
                  work: PageWork | None = None, renderer: PageRenderer | None = None,
                  defer_render: bool = False, render_all: bool = False,
-                 control: StateStore | None = None) -> None:
+                 control: StateStore | None = None,
+                 sitemap_work: PageWork | None = None) -> None:
         self.settings = settings
         self.bus = bus
         # pages the render rules choose are loaded in a browser (docs/rendering.md): by
@@ -168,6 +171,10 @@ class ParserStage:
         self.archive = archive
         # where pages are parsed: worker threads here, or worker processes
         self.work: PageWork = work or ThreadPageWork(WorkContext(settings, blobs, archive))
+        # where sitemap files are read: in ``work`` with the pages, or (cluster mode,
+        # whose page work is threads) a killable worker process of their own, which
+        # ``work`` sends the stored body to
+        self.sitemap_work = sitemap_work
         self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.parsed = 0
         self.failed = 0
@@ -293,7 +300,13 @@ class ParserStage:
         task = result.task
         base = msgspec.structs.replace(base, kind=TaskKind.SITEMAP)
         try:
-            read = await self.work.run(sitemap_job, result, record)
+            if self.sitemap_work is None:
+                read = await self.work.run(sitemap_job, result, record)
+            else:
+                body = await self.work.run(sitemap_body_job, result, record)
+                read = _unchanged() if body is None else await self.sitemap_work.run(
+                    read_job, body, task.url, now=result.fetched_at or time.time(),
+                    vouched=vouched_hosts(task.source))
         except Exception as exc:  # a hostile file must end as a recorded outcome
             self.failed += 1
             self.metrics.parser.parse_failures.inc()
@@ -354,18 +367,30 @@ def warm_up() -> None:
     _warm_signals()
 
 
-def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) -> SitemapRead:
-    """Page work: read the stored sitemap file and the URLs it lists."""
-    task = result.task
+def _unchanged() -> SitemapRead:
+    """How a sitemap whose record is a revisit without a body is read: not again."""
+    return SitemapRead(form="unchanged", problem="the same as its last capture")
+
+
+def sitemap_body_job(ctx: WorkContext, result: FetchResult,
+                     record: RecordPointer) -> bytes | None:
+    """Page work: the stored sitemap file's body; None when the record is a revisit
+    without one (the same bytes as this URL's last capture, from a server without
+    validators: its URLs were offered when that one was read)."""
     stored = ctx.recall(record) or read_response(ctx.blobs, record)
     if stored.record_type == "revisit" and not stored.body:
-        # the same bytes as this URL's last capture (a server without validators): its
-        # URLs were offered when that one was read
-        return SitemapRead(form="unchanged", problem="the same as its last capture")
-    sm = ctx.settings.sitemaps
-    return read_sitemap(stored.body, task.url, now=result.fetched_at or time.time(),
-                        vouched=vouched_hosts(task.source), max_urls=sm.max_urls,
-                        max_bytes=sm.max_bytes)
+        return None
+    return stored.body
+
+
+def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) -> SitemapRead:
+    """Page work: read the stored sitemap file and the URLs it lists."""
+    body = sitemap_body_job(ctx, result, record)
+    if body is None:
+        return _unchanged()
+    task = result.task
+    return read_job(ctx, body, task.url, now=result.fetched_at or time.time(),
+                    vouched=vouched_hosts(task.source))
 
 
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,

@@ -14,6 +14,12 @@ from common.messages import Link, LinkKind, Reason, UrlStatus
 from common.ports import UrlState
 from common.settings import RefreshSettings, Settings, SitemapSettings
 from common.sitemaps import (
+    CHUNK,
+    MAX_ATTRIBUTE_CHARS,
+    MAX_ATTRIBUTES,
+    MAX_ELEMENTS,
+    MAX_MARKUP_BYTES,
+    PROTOCOL_MAX_URLS,
     Entry,
     parse_changefreq,
     parse_lastmod,
@@ -441,3 +447,129 @@ def test_simulated_web_sitemaps_read_back() -> None:
     assert len(huge) < 200_000
     assert read("hostile.test", "/bad/huge.xml.gz")[1:] == (
         ["http://hostile.test:8123/h/1"], Reason.SITEMAP_CAPPED)
+
+
+# -- the shape of a sitemap bounds what reading it costs ---------------------------------
+
+ENTRY = b"<url><loc>http://a.test/1</loc></url>"
+OPEN = b'<?xml version="1.0"?><urlset ' + NS.encode() + b">" + ENTRY
+
+
+def hostile(middle: bytes, tail: bytes = b"</urlset>") -> bytes:
+    """A gzip sitemap whose first entry is fine and whose rest is ``middle``."""
+    return gzip.compress(OPEN + middle + tail, compresslevel=9)
+
+
+def test_nesting_past_the_deepest_sitemap_ends_reading_at_once() -> None:
+    # a million elements nested in an entry: 3 MB, 3 KB compressed
+    body = hostile(b"<url>" + b"<a>" * 1_000_000, b"")
+    read = read_sitemap(body, HERE, now=NOW)
+    assert read.reason is Reason.SITEMAP_INVALID
+    assert "nested deeper than 5" in (read.problem or "")
+    assert [e.url for e in read.pages] == ["http://a.test/1"]
+    assert read.bytes_read <= CHUNK  # the first piece, not the 3 MB
+
+
+def test_a_news_sitemap_five_deep_is_read() -> None:
+    body = (f'<urlset {NS} xmlns:news="http://www.google.com/schemas/sitemap-news/0.9">'
+            "<url><loc>http://a.test/n</loc><news:news><news:publication>"
+            "<news:name>The Test Times</news:name><news:language>en</news:language>"
+            "</news:publication><news:title>T</news:title></news:news></url>"
+            "</urlset>").encode()
+    read = read_sitemap(body, HERE, now=NOW)
+    assert read.reason is Reason.SITEMAP and [e.url for e in read.pages] == ["http://a.test/n"]
+
+
+def test_extensions_of_real_sitemaps_are_read() -> None:
+    xhtml = 'xmlns:xhtml="http://www.w3.org/1999/xhtml"'
+    image = 'xmlns:image="http://www.google.com/schemas/sitemap-image/1.1"'
+    video = 'xmlns:video="http://www.google.com/schemas/sitemap-video/1.1"'
+    xsi = 'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
+    schemas = " ".join(["http://www.sitemaps.org/schemas/sitemap/0.9",
+                        "http://www.sitemaps.org/schemas/sitemap/0.9/sitemap.xsd"] * 20)
+    alternates = "".join(f'<xhtml:link rel="alternate" hreflang="l{n}" '
+                         f'href="http://a.test/{n}/{"p" * 1900}"/>' for n in range(40))
+    images = "".join(f"<image:image><image:loc>http://a.test/i{n}.jpg</image:loc>"
+                     f"<image:caption><![CDATA[A <b>caption</b> {n}]]></image:caption>"
+                     "</image:image>" for n in range(1000))
+    body = (f'<?xml version="1.0" encoding="UTF-8"?>'
+            f'<?xml-stylesheet type="text/xsl" href="/sitemap.xsl"?>\n'
+            f"<!-- generated -->\n"
+            f'<urlset {NS} {xhtml} {image} {video} {xsi} xsi:schemaLocation="{schemas}">\n'
+            f"  <url>\n    <loc>http://a.test/x</loc>\n    <priority>0.5</priority>\n"
+            f"    {alternates}{images}\n"
+            f'    <video:video><video:title>V</video:title><video:restriction '
+            f'relationship="allow">IE GB</video:restriction>'
+            f'<video:player_loc allow_embed="yes">http://a.test/p</video:player_loc>'
+            f"</video:video>\n  </url>\n"
+            f"  <url><loc>http://a.test/y</loc></url>\n</urlset>\n").encode()
+    read = read_sitemap(gzip.compress(body), HERE, now=NOW)
+    assert read.reason is Reason.SITEMAP, read.problem
+    assert [e.url for e in read.pages] == ["http://a.test/x", "http://a.test/y"]
+
+
+def test_one_huge_attribute_is_not_waited_for() -> None:
+    # one attribute of 5 MB: expat holds a tag whole, scanning it again on every piece
+    body = hostile(b'<url><loc x="' + b"x" * (5 * 1024 * 1024) + b'">http://a.test/2</loc></url>')
+    read = read_sitemap(body, HERE, now=NOW)
+    assert read.reason is Reason.SITEMAP_INVALID and "markup" in (read.problem or "")
+    assert [e.url for e in read.pages] == ["http://a.test/1"]
+    assert read.bytes_read <= MAX_MARKUP_BYTES + 2 * CHUNK
+
+
+def test_many_attributes_in_one_tag_are_not_waited_for() -> None:
+    attributes = b" ".join(b'a%d="1"' % n for n in range(200_000))  # 2 MB
+    body = hostile(b"<url><loc " + attributes + b">http://a.test/2</loc></url>")
+    read = read_sitemap(body, HERE, now=NOW)
+    assert read.reason is Reason.SITEMAP_INVALID and "markup" in (read.problem or "")
+    assert read.bytes_read <= MAX_MARKUP_BYTES + 2 * CHUNK
+
+
+def test_a_huge_comment_is_not_waited_for() -> None:
+    body = hostile(b"<!--" + b"<" * (5 * 1024 * 1024) + b"-->")
+    read = read_sitemap(body, HERE, now=NOW)
+    assert read.reason is Reason.SITEMAP_INVALID and "markup" in (read.problem or "")
+    assert read.bytes_read <= MAX_MARKUP_BYTES + 2 * CHUNK
+
+
+@pytest.mark.parametrize(("tag", "problem"), [
+    (b"<url><loc " + b" ".join(b'a%d="1"' % n for n in range(MAX_ATTRIBUTES + 1)) + b">",
+     f"more than {MAX_ATTRIBUTES} attributes"),
+    (b'<url><loc a="' + b"x" * (MAX_ATTRIBUTE_CHARS + 1) + b'">',
+     f"attribute of more than {MAX_ATTRIBUTE_CHARS} characters"),
+])
+def test_attribute_caps(tag: bytes, problem: str) -> None:
+    read = read_sitemap(hostile(tag + b"http://a.test/2</loc></url>"), HERE, now=NOW)
+    assert read.reason is Reason.SITEMAP_INVALID and problem in (read.problem or "")
+    assert [e.url for e in read.pages] == ["http://a.test/1"]
+
+
+@pytest.mark.parametrize(("middle", "problem"), [
+    (b"<url><loc>http://a.test/2</loc></url><page><loc>http://a.test/3</loc></page>",
+     "<page> in <urlset>"),
+    (b"<url><loc>http://a.test/2</loc></url>stray text", "text outside an entry"),
+    (b"<url><loc>http://a.test/2</loc>stray text</url>", "text outside an entry"),
+])
+def test_structure_a_sitemap_cannot_have_ends_reading(middle: bytes, problem: str) -> None:
+    read = read_sitemap(hostile(middle + b"<url><loc>http://a.test/4</loc></url>"),
+                        HERE, now=NOW)
+    assert read.reason is Reason.SITEMAP_INVALID and problem in (read.problem or "")
+    assert "http://a.test/4" not in [e.url for e in read.pages]
+
+
+def test_elements_past_the_cap_are_not_read() -> None:
+    # flat junk inside one entry: each element costs a call, none is deeper than 3
+    body = hostile(b"<url>" + b"<x/>" * 50_000 + b"</url>" + ENTRY)
+    read = read_sitemap(body, HERE, now=NOW, max_elements=10_000)
+    assert read.reason is Reason.SITEMAP_CAPPED and "10000 elements" in (read.problem or "")
+    assert read.bytes_read < 100_000  # of 200 KB
+    assert MAX_ELEMENTS >= 1_000_000  # room for a 50 MB image sitemap
+
+
+def test_entries_without_a_url_count_to_the_cap() -> None:
+    body = hostile(b"<url/>" * (PROTOCOL_MAX_URLS + 5))
+    read = read_sitemap(body, HERE, now=NOW)
+    assert read.reason is Reason.SITEMAP_CAPPED and read.invalid == PROTOCOL_MAX_URLS - 1
+    text = read_sitemap(b"http://a.test/1\n" + b"a\n" * (PROTOCOL_MAX_URLS + 5), HERE,
+                        now=NOW)
+    assert text.reason is Reason.SITEMAP_CAPPED and text.invalid == PROTOCOL_MAX_URLS - 1
