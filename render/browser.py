@@ -6,10 +6,10 @@ driven through Playwright's ``connect_over_cdp``. Starting it ourselves keeps it
 so a browser that hangs is killed with all its processes (its process group), and one
 that died is noticed and started again.
 
-The browser itself reaches no network: it runs behind a proxy address where nothing
-listens (``--proxy-server`` at port 9 of 127.0.0.1, loopback included), and every request
-it makes is intercepted (Playwright routing, the DevTools Fetch domain) and answered
-here:
+The browser itself reaches no network: its proxy (``--proxy-server``, loopback
+included) is :class:`ProxyTrap`, a listener of the crawler's own on an ephemeral port of
+127.0.0.1 that refuses, counts and logs whatever reaches it, and every request it makes
+is intercepted (Playwright routing, the DevTools Fetch domain) and answered here:
 
 - the page itself from the stored response: the server sees no second request;
 - requests :func:`common.rendering.subresource_verdict` lets through (scripts and
@@ -17,6 +17,12 @@ here:
   politeness gate, fetched by the crawler's own HTTP client (size cap, time-outs,
   User-Agent, the guarded connector against DNS rebinding);
 - everything else is aborted.
+
+What the interception cannot see is switched off (:func:`launch_args`,
+:data:`PREFERENCES`: SharedWorkers, preloading, WebRTC's UDP), closed in the page (its
+WebSockets) or never run (a page's pagehide and unload handlers: its renderer is ended
+before the tab closes). A request passes the page's budget the moment the rule lets it
+through, and none is sent after the render ended (:class:`_PageRequests`).
 
 Each page gets a fresh browser context (no cookies, storage or cache shared between
 pages), a time limit (``CRAWLER_RENDER_PAGE_TIMEOUT``) and a JavaScript heap cap
