@@ -294,9 +294,9 @@ class ParserMetrics:
         self.render_proxy_refused = Counter(
             "crawler_parser_render_proxy_refused_total",
             "Connections that reached the rendering browser's proxy port, past the "
-            "request interception, each refused (docs/rendering.md), by target: "
+            "request interception, each refused (docs/rendering.md), by source: "
             "browser_services (Chromium's own services at start) or other (should "
-            "stay 0).", ["target"], registry=registry)
+            "stay 0).", ["source"], registry=registry)
         self.browser_starts = Counter(
             "crawler_parser_browser_starts_total",
             "Headless browsers started (the first, and one after each that died).",

@@ -170,8 +170,8 @@ class _Settle:
 BROWSER_SERVICE_DOMAINS = ("google.com", "googleapis.com", "gvt1.com", "gstatic.com")
 
 
-def trap_target(request_line: str) -> str:
-    """The ``target`` label of a request that reached the proxy trap (pure):
+def trap_source(request_line: str) -> str:
+    """The ``source`` label of a request that reached the proxy trap (pure):
     ``browser_services`` for a host under :data:`BROWSER_SERVICE_DOMAINS`, else
     ``other`` (a page's request that got past the interception, or something new)."""
     parts = request_line.split()
@@ -206,7 +206,7 @@ class ProxyTrap:
 
     def __init__(self, on_refused: Callable[[str], None] | None = None) -> None:
         self.refused = 0
-        self.refused_by: Counter[str] = Counter()  # by :func:`trap_target`
+        self.refused_by: Counter[str] = Counter()  # by :func:`trap_source`
         self.last_lines: deque[str] = deque(maxlen=100)
         self._on_refused = on_refused
         self._server: asyncio.Server | None = None
@@ -244,10 +244,10 @@ class ProxyTrap:
             pass  # nothing, or no line within the limit: refused all the same
         text = line[:self.LINE_BYTES].decode("latin-1").strip() or "(no request line)"
         self.last_lines.append(text)
-        target = trap_target(text)
-        self.refused_by[target] += 1
+        source = trap_source(text)
+        self.refused_by[source] += 1
         if self._on_refused is not None:
-            self._on_refused(target)
+            self._on_refused(source)
         self._log(text)
         with contextlib.suppress(Exception):
             writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n"
@@ -393,9 +393,9 @@ class ChromiumRenderer:
         self._slots = asyncio.Semaphore(self.rs.concurrency)
         self.trap = ProxyTrap(on_refused=self._count_refused)
 
-    def _count_refused(self, target: str) -> None:
+    def _count_refused(self, source: str) -> None:
         if self.metrics is not None:
-            self.metrics.render_proxy_refused.labels(target).inc()
+            self.metrics.render_proxy_refused.labels(source).inc()
 
     async def start(self) -> None:
         """Check that a browser is there (it starts with the first page)."""

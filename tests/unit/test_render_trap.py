@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from render.browser import ProxyTrap, trap_target
+from render.browser import ProxyTrap, trap_source
 
 
-@pytest.mark.parametrize(("line", "target"), [
+@pytest.mark.parametrize(("line", "source"), [
     ("CONNECT accounts.google.com:443 HTTP/1.1", "browser_services"),
     ("POST http://update.googleapis.com/service/update2/json?x=1 HTTP/1.1",
      "browser_services"),
@@ -22,8 +22,8 @@ from render.browser import ProxyTrap, trap_target
     ("(no request line)", "other"),
     ("", "other"),
 ])
-def test_trap_target(line: str, target: str) -> None:
-    assert trap_target(line) == target
+def test_trap_source(line: str, source: str) -> None:
+    assert trap_source(line) == source
 
 
 async def test_the_trap_refuses_and_counts_what_arrives() -> None:
