@@ -290,7 +290,13 @@ class ParserMetrics:
             "crawler_parser_render_requests_total",
             "Requests rendered pages made, by verdict (page, fetch, failed, blocked_type, "
             "blocked_third_party, blocked_scheme, blocked_budget, blocked_ssrf, "
-            "blocked_robots).", ["verdict"], registry=registry)
+            "blocked_robots, ended).", ["verdict"], registry=registry)
+        self.render_proxy_refused = Counter(
+            "crawler_parser_render_proxy_refused_total",
+            "Connections that reached the rendering browser's proxy port, past the "
+            "request interception, each refused (docs/rendering.md), by source: "
+            "browser_services (Chromium's own services at start) or other (should "
+            "stay 0).", ["source"], registry=registry)
         self.browser_starts = Counter(
             "crawler_parser_browser_starts_total",
             "Headless browsers started (the first, and one after each that died).",

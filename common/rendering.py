@@ -148,6 +148,7 @@ class Verdict(enum.StrEnum):
     BLOCKED_SSRF = "blocked_ssrf"
     BLOCKED_ROBOTS = "blocked_robots"
     FAILED = "failed"  # fetched, but no usable answer (error status, time-out)
+    ENDED = "ended"  # passed the rule, but the render ended first: never sent
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

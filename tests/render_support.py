@@ -4,6 +4,7 @@ the 127.0.0.2 listener the SSRF guard must keep every browser request away from.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from render.browser import find_browser
 from tests.conftest import unavailable
@@ -38,3 +39,25 @@ class ForbiddenListener:
         assert self.server is not None
         self.server.close()
         await self.server.wait_closed()
+
+
+class ForbiddenUdp(asyncio.DatagramProtocol):
+    """A UDP socket on 127.0.0.2 that counts datagrams (WebRTC's STUN must send none)."""
+
+    def __init__(self) -> None:
+        self.datagrams = 0
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+        self.datagrams += 1
+
+    async def start(self, port: int = 0) -> int:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_datagram_endpoint(lambda: self,
+                                                           local_addr=("127.0.0.2", port))
+        self.transport = transport
+        return int(transport.get_extra_info("sockname")[1])
+
+    def stop(self) -> None:
+        if self.transport is not None:
+            self.transport.close()

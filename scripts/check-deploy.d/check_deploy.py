@@ -35,6 +35,7 @@ import copy
 import dataclasses
 import functools
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -1137,6 +1138,67 @@ def _merge(into: dict[str, Any], new: Mapping[str, Any]) -> None:
             into[k] = copy.deepcopy(v)
 
 
+def egress_policy_problems(docs: list[dict[str, Any]], values: Mapping[str, Any]
+                           ) -> Problems:
+    """Each enabled web-facing role (fetcher, render) has an egress NetworkPolicy that
+    selects its pods and allows DNS and the web but not the cluster's networks
+    (networkPolicy.clusterCIDRs) nor any metadata address: every ipBlock it allows
+    excepts them all."""
+    # metadata addresses (AWS/GCP/Azure/OpenStack, AWS over IPv6, ECS, Alibaba)
+    metadata = [ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254",
+                                                  "169.254.170.2", "100.100.100.200")]
+    np_values = values.get("networkPolicy") or {}
+    if not np_values.get("enabled"):
+        return ["networkPolicy.enabled is false: the fetcher and render pods could reach "
+                "the cluster's networks and metadata addresses"]
+    problems: Problems = []
+    wanted = [ipaddress.ip_network(c) for c in (*np_values.get("clusterCIDRs", ()),
+                                                *np_values.get("metadataCIDRs", ()))]
+    pods = {(d.get("metadata") or {}).get("name"): d for d in docs
+            if d.get("kind") == "Deployment"}
+    policies = [d for d in docs if d.get("kind") == "NetworkPolicy"]
+    for role in ("fetcher", "render"):
+        if not values["services"][role].get("enabled"):
+            continue
+        deployment = next((d for n, d in pods.items() if n and n.endswith(f"-{role}")), None)
+        if deployment is None:
+            continue
+        labels = deployment["spec"]["template"]["metadata"].get("labels") or {}
+        mine = [p for p in policies
+                if _matches((p["spec"].get("podSelector") or {}).get("matchLabels") or {},
+                            labels) and "Egress" in (p["spec"].get("policyTypes") or [])]
+        if not mine:
+            problems.append(f"{role}: no egress NetworkPolicy selects its pods")
+            continue
+        dns = False
+        for policy in mine:
+            name = policy["metadata"]["name"]
+            for rule in policy["spec"].get("egress") or []:
+                ports = {(p.get("protocol", "TCP"), p.get("port"))
+                         for p in rule.get("ports") or []}
+                if {("UDP", 53), ("TCP", 53)} <= ports:
+                    dns = True
+                for peer in rule.get("to") or [{"ipBlock": {"cidr": "0.0.0.0/0"}},
+                                               {"ipBlock": {"cidr": "::/0"}}]:
+                    block = peer.get("ipBlock")
+                    if block is None:
+                        continue
+                    cidr = ipaddress.ip_network(block["cidr"])
+                    excepted = [ipaddress.ip_network(e) for e in block.get("except") or []]
+                    for net in wanted:
+                        if (net.version == cidr.version and net.subnet_of(cidr)  # type: ignore[arg-type]
+                                and not any(net.subnet_of(e)  # type: ignore[arg-type]
+                                            for e in excepted if e.version == net.version)):
+                            problems.append(f"{name}: {cidr} does not except {net}")
+                    for addr in metadata:
+                        if addr in cidr and not any(addr in e for e in excepted):
+                            problems.append(f"{name}: {cidr} lets {role} pods reach the "
+                                            f"metadata address {addr}")
+        if not dns:
+            problems.append(f"{role}: its egress policy has no DNS rule (port 53 UDP+TCP)")
+    return problems
+
+
 def check_helm() -> Problems:
     helm = ensure_helm()
     kube_version = helm_kube_version()
@@ -1159,6 +1221,7 @@ def check_helm() -> Problems:
             problems += [f"[{label}] {p}" for p in manifest_problems(
                 docs, kube_version=kube_version, external_secrets=external,
                 expect_autoscaled=expect)]
+            problems += [f"[{label}] {p}" for p in egress_policy_problems(docs, values)]
             if not files:
                 if "fetcher" not in expect:
                     problems.append("[default values] fetchers must autoscale")

@@ -11,10 +11,13 @@ reach the listener there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,10 +25,13 @@ from common.messages import Reason, UrlStatus
 from common.rendering import RenderWhy
 from parser.service import ToRender
 from render.browser import ChromiumRenderer, RenderError
-from simweb import SimWeb
+from simweb import Page, SimWeb
 from simweb.scenarios import RENDER_ITEMS, build_rendering
-from tests.e2e.crawl_support import DELAY, hits, key, run, settings_for
-from tests.render_support import ForbiddenListener, require_browser
+from tests.e2e.crawl_support import DELAY, hits, host, key, run, scenario, settings_for
+from tests.render_support import ForbiddenListener, ForbiddenUdp, require_browser
+
+if TYPE_CHECKING:
+    from common.metrics import ParserMetrics
 
 pytestmark = pytest.mark.e2e
 
@@ -77,11 +83,11 @@ async def test_rendering_crawls_script_links_and_fetches_nothing_forbidden(
     assert fields["WARC-Refers-To"] == response.headers["WARC-Record-ID"]
     assert fields["Content-Type"].startswith("text/html")
     counts = dict(part.split("=") for part in fields["Crawler-Render-Requests"].split())
-    # the style sheet and the sendBeacon are blocked by type; the images are not even
-    # asked for (the browser runs with images off) and the WebSocket is not an
-    # intercepted request: it dies at the dead proxy (the listener saw nothing)
+    # the style sheet, the sendBeacon and the WebSocket (caught in the page, never
+    # connected) are blocked by type; the images are not even asked for (the browser
+    # runs with images off)
     assert counts == {"page": "1", "fetch": "2", "blocked_robots": "1", "blocked_ssrf": "1",
-                      "blocked_type": "2"}
+                      "blocked_type": "3"}
     assert "Everything on this page was built by a script." in out.texts()[home]
 
     # the script's requests kept the host's politeness gap like any page request
@@ -260,3 +266,157 @@ async def test_the_operators_render_rule_from_the_control_row(tmp_path: Path) ->
     rendered = [r.uri for r in out.warc() if r.type == "conversion"]
     assert rendered == [key(web, "spa.test/plain")]
     assert settings.render.auto is False
+
+
+# -- what gets past the interception ---------------------------------------------------
+
+@contextlib.asynccontextmanager
+async def _renderer(web: SimWeb, tmp_path: Path, **render: Any
+                    ) -> AsyncIterator[tuple[ChromiumRenderer, ParserMetrics]]:
+    """A renderer of its own (the crawler's HTTP client, robots.txt and a gate) with
+    the page's scripts' requests counted in ``metrics``."""
+    from common.adapters.sqlite_store import SqliteStateStore
+    from common.metrics import Metrics
+    from fetcher.gate import HostGate
+    from fetcher.http import HttpFetcher
+    from fetcher.robots_cache import RobotsCache
+
+    settings = settings_for(web, tmp_path, render={**RENDER, **render})
+    store = SqliteStateStore(tmp_path / "state.sqlite")
+    await store.open()
+    http = HttpFetcher(settings)
+    await http.start()
+    metrics = Metrics.create(roles=("parser",), process=False).parser
+    renderer = ChromiumRenderer(settings, http=http,
+                                robots=RobotsCache(store, http, settings),
+                                gate=HostGate(), metrics=metrics)
+    try:
+        yield renderer, metrics
+    finally:
+        await renderer.close()
+        await http.close()
+        await store.close()
+
+
+def _page(url: str, body: str) -> ToRender:
+    return ToRender(why=RenderWhy.HOST, url=url, status=200,
+                    headers=[("Content-Type", "text/html")], body=body.encode(),
+                    record_id="<urn:uuid:00000000-0000-0000-0000-000000000000>")
+
+
+_ESCAPE_PATHS = ("/shared-fetch", "/beacon-pagehide", "/keepalive-pagehide", "/prefetched",
+                 "/prerendered", "/ws", "/worker-ws")
+
+
+def _escapes_page(base: str, forbidden: str) -> str:
+    """A page that tries the ways out the interception does not see: a SharedWorker's
+    fetch, a sendBeacon and a keepalive fetch at pagehide, WebSockets (the page's and a
+    worker's), and WebRTC's STUN to ``forbidden``; it writes what the browser let it
+    try into #tried."""
+    ws = "ws" + base[len("http"):]
+    shared = f"fetch('{base}/shared-fetch')"
+    worker = f"try {{ new WebSocket('{ws}/worker-ws'); }} catch (e) {{}}"
+    return f"""<!DOCTYPE html><html><head><title>escapes</title></head><body>
+<div id="tried"></div><script>
+var tried = [];
+function attempt(name, f) {{ try {{ f(); tried.push(name); }} catch (e) {{}} }}
+attempt('shared', function () {{
+  var w = new SharedWorker(URL.createObjectURL(new Blob(["{shared}"],
+      {{type: 'text/javascript'}})));
+  w.port.start();
+}});
+addEventListener('pagehide', function () {{
+  navigator.sendBeacon('/beacon-pagehide', 'x');
+  fetch('/keepalive-pagehide', {{method: 'POST', body: 'x', keepalive: true}});
+}});
+attempt('ws', function () {{ new WebSocket('{ws}/ws'); }});
+attempt('ws-forbidden', function () {{ new WebSocket('ws://{forbidden}/ws'); }});
+attempt('worker', function () {{
+  new Worker(URL.createObjectURL(new Blob(["{worker}"], {{type: 'text/javascript'}})));
+}});
+attempt('rtc', function () {{
+  var pc = new RTCPeerConnection({{iceServers: [{{urls: 'stun:{forbidden}'}}]}});
+  pc.createDataChannel('x');
+  pc.createOffer().then(function (o) {{ return pc.setLocalDescription(o); }});
+}});
+document.getElementById('tried').textContent = tried.join(' ');
+</script></body></html>"""
+
+
+_SPECULATION_PAGE = """<!DOCTYPE html><html><head><title>speculation</title>
+<script type="speculationrules">{"prefetch": [{"source": "list", "eagerness": "immediate",
+ "urls": ["/prefetched"]}], "prerender": [{"source": "list", "eagerness": "immediate",
+ "urls": ["/prerendered"]}]}</script></head><body><p>Prefetching.</p>
+<a href="/prefetched">next</a></body></html>"""
+
+
+async def test_requests_the_interception_cannot_see_are_switched_off_or_end_at_the_trap(
+        tmp_path: Path, forbidden: tuple[ForbiddenListener, int]) -> None:
+    """A SharedWorker's fetch, beacons at pagehide, a speculation-rules prefetch (an
+    https page: Chromium prefetches https only), WebSockets and WebRTC: none reaches
+    the server or 127.0.0.2; the browser's proxy port is the crawler's own listener,
+    which refuses and counts whatever arrives."""
+    listener, port = forbidden
+    udp = ForbiddenUdp()
+    await udp.start(port)
+    pages = [Page(path=p, body="x", content_type="text/plain") for p in _ESCAPE_PATHS]
+    try:
+        async with SimWeb(scenario(host("spa.test", *pages)), dns=True) as web:
+            base = web.base_url("spa.test")
+            async with _renderer(web, tmp_path, settle_ms=1500) as (renderer, metrics):
+                out = await renderer.render_page(
+                    _page(web.url("spa.test", "/"),
+                          _escapes_page(base, f"127.0.0.2:{port}")), delay=0.0)
+                https = "https" + base[len("http"):]
+                await renderer.render_page(_page(f"{https}/", _SPECULATION_PAGE),
+                                           delay=0.0)
+                await asyncio.sleep(2.0)  # anything the closed pages left behind
+                arrived = list(renderer.trap.last_lines)
+                refused = dict(renderer.trap.refused_by)
+                counted = {t: metrics.render_proxy_refused.labels(t)._value.get()
+                           for t in ("browser_services", "other")}
+            escaped = [r.target for r in web.log.records() if r.path in _ESCAPE_PATHS]
+    finally:
+        udp.stop()
+    tried = out.html.split('<div id="tried">', 1)[1].split("</div>", 1)[0].split()
+    assert "shared" not in tried  # switched off: its requests are not intercepted
+    assert {"ws", "ws-forbidden", "worker", "rtc"} <= set(tried), tried
+    assert escaped == []
+    assert listener.connections == 0
+    assert udp.datagrams == 0
+    # the one thing of the pages' that reached the trap: the worker's WebSocket (not
+    # intercepted, as documented), refused and counted; the page's own WebSockets were
+    # closed inside the browser, the speculation rules found preloading off, and the
+    # page's renderer was ended before its tab closed, so its pagehide handler (a
+    # beacon and a keepalive fetch) never ran
+    from_pages = [line for line in arrived if "spa.test" in line or "127.0.0.2:" in line]
+    assert from_pages == [f"CONNECT spa.test:{web.port} HTTP/1.1"], arrived
+    assert refused.get("other") == 1, arrived
+    assert counted == {"browser_services": refused.get("browser_services", 0), "other": 1}
+    verdicts = {(url.rsplit("/", 1)[-1], v.value) for url, v in out.requests}
+    assert ("ws", "blocked_type") in verdicts, out.requests
+
+
+@pytest.mark.parametrize(("calls", "delay", "limit"), [(40, 0.05, 15.0), (500, 0.2, 3.0)])
+async def test_parallel_fetches_keep_to_the_budget_and_stop_with_the_render(
+        tmp_path: Path, calls: int, delay: float, limit: float) -> None:
+    """``calls`` fetch() at once: at most CRAWLER_RENDER_MAX_REQUESTS reach the server,
+    and none starts after the render ended (with a delay, the render's time limit ends
+    it while most of them wait at the host's gate)."""
+    budget = 20
+    api = Page(path="/api/n", body="{}", content_type="application/json")
+    async with SimWeb(scenario(host("spa.test", api)), dns=True) as web:
+        body = (f"<div id=app></div><script>for (var i = 0; i < {calls}; i++) "
+                f"fetch('/api/n?i=' + i).catch(function () {{}});</script>")
+        async with _renderer(web, tmp_path, max_requests=budget,
+                             page_timeout=limit) as (renderer, _metrics):
+            with contextlib.suppress(RenderError):
+                await renderer.render_page(_page(web.url("spa.test", "/"), body),
+                                           delay=delay)
+            ended = time.monotonic()
+            await asyncio.sleep(max(1.0, 3 * delay))
+        calls_seen = [r for r in web.log.records("spa.test") if r.path == "/api/n"]
+    assert calls_seen, "the page's fetches never reached the server"
+    assert len(calls_seen) <= budget, len(calls_seen)
+    late = [r.target for r in calls_seen if r.started > ended]
+    assert late == [], late
