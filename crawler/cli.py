@@ -419,12 +419,14 @@ def _run_role(role: str, settings: Settings) -> int:
 
 async def _seed(settings: Settings, seeds: Sequence[str], priority: int | None) -> int:
     from common.runtime import make_bus, make_store
+    from frontier.main import resolver
     from frontier.service import Frontier
 
     bus = make_bus(settings)
     store = make_store(settings)
     try:
-        return await Frontier(settings, bus, store, embedded=False).seed(seeds, priority)
+        return await Frontier(settings, bus, store, embedded=False,
+                              resolve=resolver(settings)).seed(seeds, priority)
     finally:
         await bus.stop()
 

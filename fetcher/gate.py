@@ -27,13 +27,8 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
-
-@dataclass(slots=True)
-class _HostLock:
-    lock: asyncio.Lock
-    users: int = 0  # holding or waiting
+from common.keyedlock import KeyedLock
 
 
 class HostGate:
@@ -44,7 +39,7 @@ class HostGate:
         self.wall = wall
         self.max_hosts = max_hosts
         self._free_at: OrderedDict[str, float] = OrderedDict()
-        self._locks: dict[str, _HostLock] = {}
+        self._locks = KeyedLock()
         self._taken_over: dict[int, float] = {}
         self._keys: OrderedDict[str, str] = OrderedDict()  # host -> its politeness key
         self.waits = 0
@@ -104,18 +99,5 @@ class HostGate:
     @asynccontextmanager
     async def hold(self, host: str) -> AsyncIterator[None]:
         """One request at a time to ``host`` (its key) from this fetcher."""
-        host = self.key(host)
-        entry = self._locks.get(host)
-        if entry is None:
-            entry = self._locks[host] = _HostLock(asyncio.Lock())
-        # counted from before the wait: a released lock whose next holder has been
-        # woken but has not run yet is not locked(), yet must not be dropped, or a
-        # newcomer would make a second lock for the same host
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0 and self._locks.get(host) is entry:
-                del self._locks[host]
+        async with self._locks.hold(self.key(host)):
+            yield

@@ -13,6 +13,10 @@
 - :func:`due_buckets`: how many stored pages are due when (stats).
 - :func:`sitemap_reason`, :func:`listed_change`: a sitemap nested too deep, and what a
   sitemap's lastmod says about a URL already stored.
+- :func:`discovered_row`, :func:`admission_reason`, :func:`scope_applies`,
+  :func:`host_refusal`: the row a discovered link makes and whether it is admitted.
+- :func:`with_verdict`, :func:`replay_result`: a stored page's row closed with a later
+  stage's verdict, and a fetch result rebuilt from a stored row for the parser.
 
 The frontier service (service.py) calls these and does the I/O.
 """
@@ -30,14 +34,18 @@ from common.messages import (
     RETRYABLE_OUTCOMES,
     FetchOutcome,
     FetchResult,
+    FetchTask,
     HostControl,
     Link,
     LinkKind,
     Reason,
+    StatusUpdate,
+    TaskKind,
     UrlStatus,
 )
 from common.patterns import OperatorPattern, PatternError, compile_operator_pattern
-from common.ports import HostState, UrlState
+from common.ports import HostState, ScopeRules, UrlState
+from common.scope import limits
 from common.settings import (
     PolitenessSettings,
     RefreshSettings,
@@ -442,3 +450,66 @@ def sitemap_links(sitemaps: Sequence[str], url: str, settings: Settings) -> list
     priority = min(settings.crawl.priority_levels - 1, settings.crawl.seed_priority)
     return [Link(url=s, depth=1, priority=priority, kind=LinkKind.SITEMAP, source=source)
             for s in sitemaps]
+
+
+def discovered_row(link: Link, url: str, host: str, now: float,
+                   settings: Settings) -> UrlState:
+    """The queued row a discovered ``link`` makes (``url``: its canonical form, ``host``
+    its host key), before it is admitted: a sitemap file is read as one, and a page its
+    sitemap gave a changefreq starts with that revisit interval."""
+    return UrlState(host=host, url=url, depth=link.depth, priority=link.priority,
+                    hops=link.hops, source=link.source, discovered_at=now,
+                    kind=TaskKind.SITEMAP if link.kind is LinkKind.SITEMAP else None,
+                    lastmod=link.lastmod,
+                    revisit_interval=first_revisit_interval(
+                        link.changefreq, settings.crawl.recrawl_interval, settings.refresh))
+
+
+def admission_reason(link: Link, url: str, host: str, settings: Settings, rules: TrapRules,
+                     blocked_paths: Sequence[OperatorPattern] = ()) -> Reason | None:
+    """Why a discovered URL may not enter the frontier, judged on the URL alone (a
+    sitemap nested too deep, the trap rules, the operator's blocked path patterns), or
+    None. The crawl scope (:func:`scope_applies`) and the host's row
+    (:func:`host_refusal`) are judged after, only for a URL that passes."""
+    return (sitemap_reason(link, settings)
+            or trap_reason(url, host, link.depth, rules, blocked_paths))
+
+
+def scope_applies(link: Link, scope: ScopeRules) -> bool:
+    """Whether a discovered link is judged against the crawl scope: the scope limits
+    anything, and the link is not a seed (a seed defines the scope)."""
+    return link.kind is not LinkKind.SEED and limits(scope)
+
+
+def host_refusal(state: HostState | None) -> Reason | None:
+    """Why a URL of a host may not be queued, by the host's row (None: no row yet): the
+    host reached its page cap, or the operator blocked it."""
+    if state is not None and (state.capped or state.blocked):
+        return Reason.HOST_CAP if state.capped else Reason.BLOCKED
+    return None
+
+
+def with_verdict(row: UrlState, msg: StatusUpdate) -> UrlState:
+    """A stored page's row closed with a later stage's verdict (pure; the row is
+    copied): its status and reason, and the duplicate, simhash and detail the verdict
+    gives."""
+    row = msgspec.structs.replace(row, status=msg.status, reason=msg.reason)
+    if msg.duplicate_of is not None:
+        row.duplicate_of = msg.duplicate_of
+    if msg.simhash is not None:
+        row.simhash = msg.simhash
+    if msg.detail is not None:
+        row.detail = msg.detail
+    return row
+
+
+def replay_result(row: UrlState) -> FetchResult:
+    """A FetchResult rebuilt from a FETCHED row, to hand it to the parser again."""
+    task = FetchTask(task_id="replay", url=row.url, host=row.host, depth=row.depth,
+                     priority=row.priority, attempt=row.attempts, hops=row.hops,
+                     kind=row.kind or TaskKind.PAGE,
+                     source=row.source if row.kind is TaskKind.SITEMAP else None)
+    return FetchResult(task=task, outcome=FetchOutcome.OK, status=row.http_status or 200,
+                       fetched_at=row.last_fetch_at or 0.0, record=row.record,
+                       content_hash=row.content_hash, duplicate_of=row.duplicate_of,
+                       etag=row.etag, last_modified=row.last_modified)

@@ -39,7 +39,7 @@ async def test_a_newcomer_at_release_waits_behind_the_woken_holder() -> None:
     await asyncio.wait_for(asyncio.gather(a, b), 5)
     await asyncio.wait_for(asyncio.gather(*late), 5)
     assert peak == 1
-    assert gate._locks == {}  # nothing left behind once every holder is gone
+    assert len(gate._locks) == 0  # nothing left behind once every holder is gone
 
 
 async def test_holders_of_different_hosts_do_not_wait_for_each_other() -> None:
@@ -97,7 +97,7 @@ async def test_hosts_following_one_key_share_its_lock_and_gap() -> None:
     assert gate.earliest("b.test", None, 2.0) == 102.0
     assert gate.earliest("c.test", None, 2.0) == 0.0  # a host of its own
     async with gate.hold("a.test"):
-        assert gate._locks["127.0.0.1"].lock.locked()  # b.test would queue behind it
+        assert gate._locks.locked("127.0.0.1")  # b.test would queue behind it
     # a host whose key is itself again stops sharing
     gate.follow("b.test", "b.test")
     assert gate.key("b.test") == "b.test"

@@ -281,7 +281,7 @@ async def test_two_discoveries_of_a_new_host_make_one_slot(store: GatedStore) ->
     # both messages read the host row for the trap check; only one makes the slot
     loads = [c for c in store.calls if c[0] == "n.test" and c[1] == "get_host"]
     assert len(loads) == 3, store.calls
-    assert [host for _, _, host in frontier._timer] == ["n.test"]
+    assert [host for _, _, host in frontier.hosts.timer] == ["n.test"]
 
 
 async def test_an_ownership_change_waits_for_handlers_in_progress(

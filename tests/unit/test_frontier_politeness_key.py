@@ -128,7 +128,7 @@ async def test_fixed_answers_key_hosts_on_default_and_other_ports(
     frontier = Frontier(settings, MemoryBus(), store, resolve=resolver.resolve)
     keys = {}
     for host in ("a.test", "b.test", "c.test:8080", "[::1]:8080", "10.0.0.5:81", "d.test"):
-        keys[host] = await frontier._key_of(host, await frontier._slot(host))
+        keys[host] = await frontier.keys.key_of(host, await frontier.hosts.slot(host))
     assert keys == {"a.test": "10.0.0.5", "b.test": "10.0.0.5", "c.test:8080": "10.0.0.7",
                     "[::1]:8080": "::1", "10.0.0.5:81": "10.0.0.5",
                     "d.test": "d.test"}  # no answer: a queue of its own

@@ -81,14 +81,14 @@ async def test_ready_hosts_go_out_by_level_with_refreshes_on_their_share(
               "link2.test": (1, None), "seed2.test": (0, None)}
     wanted |= {f"r{i}.test": (3, record) for i in range(4)}
     for host, (prio, rec) in wanted.items():
-        slot = await frontier._slot(host)
+        slot = await frontier.hosts.slot(host)
         slot.head.append(UrlState(host=host, url=f"http://{host}/", priority=prio,
                                   record=rec))
         slot.ready = True
-        frontier._push_ready(host, slot)
+        frontier.dispatcher.push_ready(host, slot)
     order = []
-    while (host := frontier._pop_ready()) is not None:
-        frontier._slots[host].ready = False
+    while (host := frontier.dispatcher.pop_ready()) is not None:
+        frontier.hosts.slots[host].ready = False
         order.append(host)
     assert order == ["seed.test", "seed2.test", "link.test", "r0.test", "link2.test",
                      "listed.test", "r1.test", "r2.test", "r3.test"]

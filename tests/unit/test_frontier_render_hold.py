@@ -50,10 +50,10 @@ async def _rests(tmp_path: Path, *, render: bool, embedded: bool = False,
                              fetched_at=clock.now, content_hash="sha256:aa",
                              verdict=verdict if verdict_with_result else None)
         await frontier.handle(Delivery(topic=Topic.FETCHED, key="a.test", message=result))
-        after_result = frontier._slots["a.test"].rest_until()
+        after_result = frontier.hosts.slots["a.test"].rest_until()
         clock.now += 10
         await frontier.handle(Delivery(topic=Topic.STATUS, key="a.test", message=verdict))
-        after_verdict = frontier._slots["a.test"].rest_until()
+        after_verdict = frontier.hosts.slots["a.test"].rest_until()
         row = await store.get_url("a.test", URL)
         assert row is not None and row.status is UrlStatus.DONE
         return after_result, after_verdict

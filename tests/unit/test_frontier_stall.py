@@ -186,7 +186,7 @@ async def test_the_watchdog_recovers_a_frontier_whose_counters_drifted(
     settings = _settings().replace(crawl={"stall_seconds": 0.5})
     frontier = Frontier(settings, bus, store, embedded=False)
     await frontier.handle(_discovered("a.test", ["/1"]))
-    frontier._outstanding = frontier.max_outstanding  # a leaked count
+    frontier.dispatcher.outstanding = frontier.max_outstanding  # a leaked count
     got = await _dispatched(frontier, bus, 1)
     assert [t.url for t in got] == ["http://a.test/1"], frontier.describe()
     assert frontier.outstanding == 1
@@ -198,9 +198,9 @@ async def test_the_watchdog_reschedules_queued_hosts_nothing_in_memory_wakes(
     settings = _settings().replace(crawl={"stall_seconds": 0.5})
     frontier = Frontier(settings, bus, store, embedded=False)
     await frontier.handle(_discovered("a.test", ["/1"]))
-    slot = frontier._slots["a.test"]
+    slot = frontier.hosts.slots["a.test"]
     slot.ready = True  # a ready flag with no heap entry and no dispatch task
-    frontier._timer.clear()
+    frontier.hosts.timer.clear()
     slot.wake_at, slot.due_since = None, frontier.clock() - 10
     got = await _dispatched(frontier, bus, 1)
     assert [t.url for t in got] == ["http://a.test/1"], frontier.describe()
@@ -211,9 +211,9 @@ async def test_the_oldest_due_age_counts_ready_hosts(store: FlakyStore) -> None:
     await frontier.handle(_discovered("a.test", ["/1"]))
     now = frontier.clock()
     frontier.pause()
-    frontier._dispatch(now)
+    frontier.dispatcher.dispatch(now)
     frontier.resume()
-    frontier._dispatch(now)  # no room: it stays ready
+    frontier.dispatcher.dispatch(now)  # no room: it stays ready
     frontier.max_outstanding = 0
     assert frontier.oldest_due(now + 30) == 0 or frontier.oldest_due(now + 30) >= 29
 
