@@ -23,6 +23,7 @@ import os
 import re
 import types
 import typing
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -32,8 +33,23 @@ T = TypeVar("T")
 PREFIX = "CRAWLER"
 
 
+_USERINFO = re.compile(r"(?<=://)[^\s@]*@")
+
+
+def redact_userinfo(text: str) -> str:
+    """``text`` with the ``user:password@`` part of every URL in it replaced by ``***@``,
+    so an error or log line that quotes a URL never shows a password. It reaches to the
+    last ``@`` before white space: a password with an unescaped ``/`` is covered too
+    (at worst a path that holds ``@`` is hidden as well)."""
+    return _USERINFO.sub("***@", text)
+
+
 class SettingsError(ValueError):
-    """An invalid or unknown setting; the message names the variable."""
+    """An invalid or unknown setting; the message names the variable (and never shows
+    the password of a URL it quotes)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_userinfo(message))
 
 
 def _f(default: Any, doc: str, *, minimum: float | None = None,
@@ -336,7 +352,9 @@ class BlobSettings:
                       "survive a restart for no record to be lost).", choices=("local", "s3"))
     s3_bucket: str = _f("", "Bucket of the s3 backend (it must exist).")
     s3_endpoint: str = _f("", "Endpoint URL of the S3-compatible server, e.g. "
-                          "http://127.0.0.1:8333 (empty: AWS's endpoint for the region).")
+                          "http://127.0.0.1:8333 (empty: AWS's endpoint for the region); "
+                          "no user:password@ in it: the keys go in the credentials file "
+                          "or the AWS_* variables.")
     s3_region: str = _f("us-east-1", "Region of the bucket (signing region).")
     s3_prefix: str = _f("", "Key prefix of the objects in the bucket: objects are named "
                         "<prefix>/<file> (empty: no prefix).")
@@ -490,10 +508,10 @@ class Settings:
                                 "CRAWLER_FETCHER_DNS_MAX_TTL")
         if self.blob.backend == "s3" and not self.blob.s3_bucket:
             raise SettingsError("CRAWLER_BLOB_S3_BUCKET: needed when CRAWLER_BLOB_BACKEND=s3")
-        if self.blob.s3_endpoint and not re.fullmatch(r"https?://[^/\s]+/?",
-                                                      self.blob.s3_endpoint):
-            raise SettingsError(f"CRAWLER_BLOB_S3_ENDPOINT: expected http://host:port or "
-                                f"https://host:port, got {self.blob.s3_endpoint!r}")
+        if self.blob.s3_endpoint:
+            problem = s3_endpoint_problem(self.blob.s3_endpoint)
+            if problem:
+                raise SettingsError(f"CRAWLER_BLOB_S3_ENDPOINT: {problem}")
         if self.blob.s3_part_bytes > self.blob.s3_multipart_bytes:
             raise SettingsError("CRAWLER_BLOB_S3_PART_BYTES: must not exceed "
                                 "CRAWLER_BLOB_S3_MULTIPART_BYTES")
@@ -628,6 +646,30 @@ def _host_or_address(text: str) -> bool:
         return True
     except ValueError:
         return _HOST_NAME.fullmatch(text) is not None
+
+
+def s3_endpoint_problem(text: str) -> str | None:
+    """What is wrong with an S3 endpoint URL (None: nothing). Wanted: ``http://host`` or
+    ``https://host`` with an optional port, no path; the S3 client aborts the process on
+    a port or address it cannot parse, so those are refused here. A user name or password
+    in it is refused without quoting the value: keys belong in the credentials file or
+    the AWS_* variables, never in a setting that shows up in errors and logs."""
+    if "@" in text:
+        return ("must not carry a user name or password (user:password@); give the keys "
+                "in CRAWLER_BLOB_S3_CREDENTIALS_FILE or AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY")
+    expected = f"expected http://host[:port] or https://host[:port], got {text!r}"
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return expected
+    host = parts.hostname or ""
+    if (parts.scheme not in ("http", "https") or not host or parts.path not in ("", "/")
+            or parts.query or parts.fragment or "#" in text or "?" in text
+            or port == 0 or not _host_or_address(host)):
+        return expected
+    return None
 
 
 def _validate_structured(s: Settings) -> None:
