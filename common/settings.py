@@ -76,8 +76,9 @@ class CrawlSettings:
     out_dir: str = _f("crawl-out", "Folder for state, WARC files, text and page records "
                       "in embedded mode.")
     seed_priority: int = _f(0, "Priority level of seed URLs (0 is the highest).", minimum=0)
-    priority_levels: int = _f(4, "Number of priority front queues (seeds and sitemap "
-                              "files 0, links 1, sitemap-listed URLs 2, refreshes 3 by "
+    priority_levels: int = _f(4, "Number of priority front queues (seeds and the sitemap "
+                              "files robots.txt names 0, links 1, sitemap-listed URLs 2, "
+                              "refreshes and the sitemap files an index lists 3 by "
                               "default; a level past the last is capped at the last).",
                               minimum=1, maximum=100)
     recrawl_interval: float = _f(0.0, "Seconds after which a fetched page is due again for "
@@ -264,9 +265,21 @@ class SitemapSettings:
                        "urlset, sitemap index, text, gzip) and queue the URLs they list.")
     probe: bool = _f(False, "Also try /sitemap.xml of a host whose robots.txt names no "
                      "sitemap (one more request per host; most answer 404).")
-    priority: int = _f(2, "Priority level of the URLs a sitemap lists (seeds and sitemap "
-                       "files have the seed priority, links found on pages 1); capped at "
-                       "the lowest level.", minimum=0, maximum=99)
+    priority: int = _f(2, "Priority level of the URLs a sitemap lists (seeds and the "
+                       "sitemap files robots.txt names have the seed priority, links found "
+                       "on pages 1); capped at the lowest level.", minimum=0, maximum=99)
+    file_priority: int = _f(3, "Priority level of the sitemap files a sitemap index lists: "
+                            "below the pages (links 1, URLs sitemaps list 2), so a host's "
+                            "pages go first and a long index is read one file at a time "
+                            "between them (those robots.txt names have the seed priority); "
+                            "capped at the lowest level.", minimum=0, maximum=99)
+    max_files_per_host: int = _f(1_000, "Sitemap files fetched per host at most (an index "
+                                 "may list 50,000): the entries of an index past it are "
+                                 "not queued, and a sitemap file whose turn comes after it "
+                                 "is rejected as sitemap_files. 1,000 files of up to "
+                                 "50,000 URLs each list far more than the pages-per-host "
+                                 "cap; even at 100 URLs a file they reach its default.",
+                                 minimum=1)
     max_urls: int = _f(50_000, "URLs read from one sitemap file at most (the protocol's "
                        "cap); the rest is left unread and the file recorded as "
                        "sitemap_capped.", minimum=1)

@@ -80,6 +80,8 @@ from frontier.policy import (
     apply_result,
     due_buckets,
     first_revisit_interval,
+    first_sitemap_fetch,
+    head_outranked,
     is_refresh,
     listed_change,
     path_blocked,
@@ -87,6 +89,7 @@ from frontier.policy import (
     refresh_at,
     refresh_priority,
     refreshed,
+    sitemap_files_refusal,
     sitemap_links,
     sitemap_reason,
     take_refresh,
@@ -616,6 +619,7 @@ class Frontier:
             self.seen.add(row.url)
         self.counters.known += len(rows) - len(inserted)
         queued: dict[str, float] = {}
+        best: dict[str, int] = {}  # the highest priority (lowest level) queued per host
         if len(inserted) < len(rows):
             await self._listed_again(rows, inserted, now, queued)
         for row in inserted:
@@ -625,6 +629,7 @@ class Frontier:
                 due = queued.get(row.host)
                 queued[row.host] = row.next_fetch_at if due is None else min(
                     due, row.next_fetch_at)
+                best[row.host] = min(best.get(row.host, row.priority), row.priority)
             elif row.reason is not None:
                 self.counters.rejected[row.reason.value] += 1
                 self.metrics.count_rejected(row.reason)
@@ -635,6 +640,8 @@ class Frontier:
         for host, due in queued.items():
             async with self._hosts.hold(host):
                 slot = await self._slot(host)
+                if head_outranked(slot.head, best.get(host)):
+                    slot.head.clear()  # still queued in the store: read again in order
                 self._schedule(host, slot, max(slot.state.next_allowed_at, due))
         for host, links in forward.items():
             await self.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
@@ -1331,7 +1338,10 @@ class Frontier:
         # the operator's patterns and scope may have changed since the row was queued
         refused: Reason | None = None
         detail = row.detail
-        if self._blocked_paths and path_blocked(row.url, self._blocked_paths):
+        spent = sitemap_files_refusal(row, state, self.settings.sitemaps.max_files_per_host)
+        if spent is not None:
+            refused, detail = spent
+        elif self._blocked_paths and path_blocked(row.url, self._blocked_paths):
             refused = Reason.BLOCKED
         elif limits(self.scope) and not (row.depth == 0 and row.hops == 0):  # not a seed
             try:
@@ -1354,6 +1364,8 @@ class Frontier:
             self.metrics.count_rejected(refused, 1)
             self._schedule(host, slot, now)
             return False
+        if first_sitemap_fetch(row):  # written with the row (cluster) or the result
+            state.sitemap_files += 1
         row.status = UrlStatus.IN_FLIGHT
         row.attempts += 1
         task_id = uuid.uuid4().hex

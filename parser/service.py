@@ -303,7 +303,7 @@ class ParserStage:
                                            timed_out=isinstance(exc, PageJobTimeoutError))
         crawl = self.settings.crawl
         listed = min(crawl.priority_levels - 1, self.settings.sitemaps.priority)
-        nested = min(crawl.priority_levels - 1, crawl.seed_priority)
+        nested = min(crawl.priority_levels - 1, self.settings.sitemaps.file_priority)
         # the sitemaps an index lists keep the robots.txt that vouches for them
         source = task.source if vouched_hosts(task.source) else task.url
         links = [Link(url=e.url, depth=task.depth + 1, priority=nested,
@@ -365,7 +365,7 @@ def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) ->
     sm = ctx.settings.sitemaps
     return read_sitemap(stored.body, task.url, now=result.fetched_at or time.time(),
                         vouched=vouched_hosts(task.source), max_urls=sm.max_urls,
-                        max_bytes=sm.max_bytes)
+                        max_bytes=sm.max_bytes, max_sitemaps=sm.max_files_per_host)
 
 
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,

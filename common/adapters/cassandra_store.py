@@ -234,7 +234,7 @@ TABLES: tuple[_Table, ...] = (
                      "capped": "boolean",
                      "lease_until": "double",
                      # added later (ALTER TABLE at start): empty in older rows
-                     "refreshes": "bigint"}, "(host)"),
+                     "refreshes": "bigint", "sitemap_files": "bigint"}, "(host)"),
     _Table("robots", {"origin": "text", "status": "bigint", "body": "blob",
                       "fetched_at": "double", "expires_at": "double"}, "(origin)"),
     _Table("content", {"content_hash": "text", "url": "text", "record_file": "text",
@@ -255,7 +255,7 @@ _TABLES = {t.name: t for t in TABLES}
 
 
 _URLS = RowCodec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
-_HOSTS = RowCodec(HostState, added=frozenset({"refreshes"}))
+_HOSTS = RowCodec(HostState, added=frozenset({"refreshes", "sitemap_files"}))
 _ROBOTS = RowCodec(RobotsRecord)
 
 
