@@ -151,6 +151,7 @@ class Reason(enum.StrEnum):
     SITEMAP_INVALID = "sitemap_invalid"  # not a sitemap, malformed XML, a DTD or entities
     SITEMAP_CAPPED = "sitemap_capped"  # over 50,000 URLs or 50 MB: read up to the cap
     SITEMAP_DEPTH = "sitemap_depth"  # a sitemap nested deeper in indexes than allowed
+    SITEMAP_FILES = "sitemap_files"  # the host's cap of sitemap files was reached
     RENDER_ERROR = "render_error"  # chosen for rendering, the browser failed; plain parse kept
 
 

@@ -72,6 +72,7 @@ class HostState(msgspec.Struct, kw_only=True):
     last_response_time: float = 0.0
     capped: bool = False  # the host reached its page cap
     refreshes: int = 0  # of page_count: fetches of pages already stored (refreshes)
+    sitemap_files: int = 0  # sitemap files dispatched for the first time (their cap)
 
 
 class ScopeRules(msgspec.Struct, frozen=True, kw_only=True):

@@ -23,6 +23,7 @@ import os
 import re
 import types
 import typing
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -30,10 +31,11 @@ from typing import Any, TypeVar
 from common.addresses import parse_nameserver, parse_network, parse_override
 from common.patterns import compile_operator_pattern  # RE2: linear-time matching
 from common.scope import rules_from_settings
-from common.settingsbase import PREFIX, SettingsError, env_name
+from common.settingsbase import PREFIX, SettingsError, env_name, redact_userinfo
 from common.urls import DEFAULT_TRACKING_PARAMS, TrackingRules
 
-__all__ = ["PREFIX", "SettingsError", "env_name"]  # re-exported: the names users know
+# re-exported: the names users know
+__all__ = ["PREFIX", "SettingsError", "env_name", "redact_userinfo"]
 
 T = TypeVar("T")
 
@@ -62,8 +64,9 @@ class CrawlSettings:
     out_dir: str = _f("crawl-out", "Folder for state, WARC files, text and page records "
                       "in embedded mode.")
     seed_priority: int = _f(0, "Priority level of seed URLs (0 is the highest).", minimum=0)
-    priority_levels: int = _f(4, "Number of priority front queues (seeds and sitemap "
-                              "files 0, links 1, sitemap-listed URLs 2, refreshes 3 by "
+    priority_levels: int = _f(4, "Number of priority front queues (seeds and the sitemap "
+                              "files robots.txt names 0, links 1, sitemap-listed URLs 2, "
+                              "refreshes and the sitemap files an index lists 3 by "
                               "default; a level past the last is capped at the last).",
                               minimum=1, maximum=100)
     recrawl_interval: float = _f(0.0, "Seconds after which a fetched page is due again for "
@@ -253,9 +256,21 @@ class SitemapSettings:
                        "urlset, sitemap index, text, gzip) and queue the URLs they list.")
     probe: bool = _f(False, "Also try /sitemap.xml of a host whose robots.txt names no "
                      "sitemap (one more request per host; most answer 404).")
-    priority: int = _f(2, "Priority level of the URLs a sitemap lists (seeds and sitemap "
-                       "files have the seed priority, links found on pages 1); capped at "
-                       "the lowest level.", minimum=0, maximum=99)
+    priority: int = _f(2, "Priority level of the URLs a sitemap lists (seeds and the "
+                       "sitemap files robots.txt names have the seed priority, links found "
+                       "on pages 1); capped at the lowest level.", minimum=0, maximum=99)
+    file_priority: int = _f(3, "Priority level of the sitemap files a sitemap index lists: "
+                            "below the pages (links 1, URLs sitemaps list 2), so a host's "
+                            "pages go first and a long index is read one file at a time "
+                            "between them (those robots.txt names have the seed priority); "
+                            "capped at the lowest level.", minimum=0, maximum=99)
+    max_files_per_host: int = _f(1_000, "Sitemap files fetched per host at most (an index "
+                                 "may list 50,000): the entries of an index past it are "
+                                 "not queued, and a sitemap file whose turn comes after it "
+                                 "is rejected as sitemap_files. 1,000 files of up to "
+                                 "50,000 URLs each list far more than the pages-per-host "
+                                 "cap; even at 100 URLs a file they reach its default.",
+                                 minimum=1)
     max_urls: int = _f(50_000, "URLs read from one sitemap file at most (the protocol's "
                        "cap); the rest is left unread and the file recorded as "
                        "sitemap_capped.", minimum=1)
@@ -341,7 +356,9 @@ class BlobSettings:
                       "survive a restart for no record to be lost).", choices=("local", "s3"))
     s3_bucket: str = _f("", "Bucket of the s3 backend (it must exist).")
     s3_endpoint: str = _f("", "Endpoint URL of the S3-compatible server, e.g. "
-                          "http://127.0.0.1:8333 (empty: AWS's endpoint for the region).")
+                          "http://127.0.0.1:8333 (empty: AWS's endpoint for the region); "
+                          "no user:password@ in it: the keys go in the credentials file "
+                          "or the AWS_* variables.")
     s3_region: str = _f("us-east-1", "Region of the bucket (signing region).")
     s3_prefix: str = _f("", "Key prefix of the objects in the bucket: objects are named "
                         "<prefix>/<file> (empty: no prefix).")
@@ -495,10 +512,10 @@ class Settings:
                                 "CRAWLER_FETCHER_DNS_MAX_TTL")
         if self.blob.backend == "s3" and not self.blob.s3_bucket:
             raise SettingsError("CRAWLER_BLOB_S3_BUCKET: needed when CRAWLER_BLOB_BACKEND=s3")
-        if self.blob.s3_endpoint and not re.fullmatch(r"https?://[^/\s]+/?",
-                                                      self.blob.s3_endpoint):
-            raise SettingsError(f"CRAWLER_BLOB_S3_ENDPOINT: expected http://host:port or "
-                                f"https://host:port, got {self.blob.s3_endpoint!r}")
+        if self.blob.s3_endpoint:
+            problem = s3_endpoint_problem(self.blob.s3_endpoint)
+            if problem:
+                raise SettingsError(f"CRAWLER_BLOB_S3_ENDPOINT: {problem}")
         if self.blob.s3_part_bytes > self.blob.s3_multipart_bytes:
             raise SettingsError("CRAWLER_BLOB_S3_PART_BYTES: must not exceed "
                                 "CRAWLER_BLOB_S3_MULTIPART_BYTES")
@@ -629,6 +646,30 @@ def _host_or_address(text: str) -> bool:
         return True
     except ValueError:
         return _HOST_NAME.fullmatch(text) is not None
+
+
+def s3_endpoint_problem(text: str) -> str | None:
+    """What is wrong with an S3 endpoint URL (None: nothing). Wanted: ``http://host`` or
+    ``https://host`` with an optional port, no path; the S3 client aborts the process on
+    a port or address it cannot parse, so those are refused here. A user name or password
+    in it is refused without quoting the value: keys belong in the credentials file or
+    the AWS_* variables, never in a setting that shows up in errors and logs."""
+    if "@" in text:
+        return ("must not carry a user name or password (user:password@); give the keys "
+                "in CRAWLER_BLOB_S3_CREDENTIALS_FILE or AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY")
+    expected = f"expected http://host[:port] or https://host[:port], got {text!r}"
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return expected
+    host = parts.hostname or ""
+    if (parts.scheme not in ("http", "https") or not host or parts.path not in ("", "/")
+            or parts.query or parts.fragment or "#" in text or "?" in text
+            or port == 0 or not _host_or_address(host)):
+        return expected
+    return None
 
 
 def _validate_structured(s: Settings) -> None:

@@ -57,7 +57,7 @@ def read_job(ctx: WorkContext, body: bytes, sitemap_url: str, *, now: float,
     """Page work: read a sitemap body with the settings' caps."""
     sm = ctx.settings.sitemaps
     return read_sitemap(body, sitemap_url, now=now, vouched=vouched, max_urls=sm.max_urls,
-                        max_bytes=sm.max_bytes)
+                        max_bytes=sm.max_bytes, max_sitemaps=sm.max_files_per_host)
 
 
 def address_space() -> int | None:

@@ -117,6 +117,7 @@ class SitemapRead:
     pages: list[Entry] = field(default_factory=list)  # from a urlset or text sitemap
     sitemaps: list[Entry] = field(default_factory=list)  # from a sitemap index
     off_host: int = 0  # URLs of hosts the sitemap may not speak for (cross-submit rule)
+    sitemaps_over: int = 0  # sitemaps an index lists past ``max_sitemaps``: not taken
     invalid: int = 0  # entries without a usable http(s) URL
     reason: Reason = Reason.SITEMAP  # SITEMAP: read whole; else why reading stopped
     problem: str | None = None  # what went wrong, for the URL's detail
@@ -130,6 +131,9 @@ class SitemapRead:
         """One line for the sitemap URL's detail column."""
         text = (f"{self.form}: {len(self.pages)} URLs, {len(self.sitemaps)} sitemaps, "
                 f"{self.off_host} of other hosts refused, {self.invalid} invalid")
+        if self.sitemaps_over:
+            text += (f", {self.sitemaps_over} sitemaps past the per-host cap of sitemap "
+                     "files not taken")
         return f"{text}; {self.problem}" if self.problem else text
 
 
@@ -223,9 +227,10 @@ class _Taker:
     """Checks each listed URL and files it, counting what it refuses."""
 
     def __init__(self, read: SitemapRead, sitemap_url: str, vouched: frozenset[str],
-                 max_urls: int, now: float) -> None:
+                 max_urls: int, now: float, max_sitemaps: int | None = None) -> None:
         self.read = read
         self.max_urls = max_urls
+        self.max_sitemaps = max_sitemaps
         self.now = now
         self.hosts = set(vouched)
         self.seen = 0  # entries met, usable or not: the cap counts them all
@@ -250,6 +255,10 @@ class _Taker:
         if host not in self.hosts:
             self.read.off_host += 1
             return
+        if index and self.max_sitemaps is not None and (
+                len(self.read.sitemaps) >= self.max_sitemaps):
+            self.read.sitemaps_over += 1  # no more could be fetched for one host
+            return
         entry = Entry(url, parse_lastmod(lastmod, self.now),
                       None if index else parse_changefreq(changefreq))
         (self.read.sitemaps if index else self.read.pages).append(entry)
@@ -259,12 +268,15 @@ def read_sitemap(body: bytes, sitemap_url: str, *, now: float,
                  vouched: frozenset[str] = frozenset(),
                  max_urls: int = PROTOCOL_MAX_URLS,
                  max_bytes: int = PROTOCOL_MAX_BYTES,
-                 max_elements: int = MAX_ELEMENTS) -> SitemapRead:
+                 max_elements: int = MAX_ELEMENTS,
+                 max_sitemaps: int | None = None) -> SitemapRead:
     """Read a sitemap file fetched from ``sitemap_url``. ``vouched``: host keys (see
     :func:`common.urls.host_key`) whose robots.txt named this sitemap; ``now`` bounds
-    believable lastmod values. Never raises."""
+    believable lastmod values; an index's entries past ``max_sitemaps`` (the per-host
+    cap of sitemap files: no more could be fetched) are counted, not taken. Never
+    raises."""
     read = SitemapRead()
-    taker = _Taker(read, sitemap_url, vouched, max_urls, now)
+    taker = _Taker(read, sitemap_url, vouched, max_urls, now, max_sitemaps)
     reader = _Reader(body, max_bytes)
     try:
         head = reader.read(CHUNK)

@@ -94,6 +94,7 @@ __all__ = [
     "UrlError",
     "canonicalize",
     "host_key",
+    "host_name_problem",
     "is_http_url",
     "origin",
     "parse",
@@ -500,6 +501,48 @@ def host_key(url: str) -> str:
     """
     parts = _http_parts(url)
     return parts.host + parts.port
+
+
+_LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?")
+
+
+def host_name_problem(key: str) -> str | None:
+    """Why a host key (as :func:`host_key` gives it) names no host the crawler could
+    reach, or None when it is fine. The URL Standard accepts host names DNS has no
+    place for (``-x-``, ``x..test``, ``a*b.test``); seeds and the operator API refuse
+    them with this one rule, so no row is made for a host that cannot exist.
+
+    A name is dot-separated labels of 1 to 63 letters, digits, ``-`` and ``_`` (as
+    found in real names), not starting or ending with ``-``, at most 253 characters,
+    ``xn--`` labels being valid punycode. IP addresses pass; port 0 does not.
+    """
+    if key.startswith("["):  # [v6] or [v6]:port
+        host, _, port = key[1:].partition("]")
+        port = port.removeprefix(":")
+        if not _is_ip(host):
+            return "not an IPv6 address"
+    else:
+        host, _, port = key.partition(":")
+    if port == "0":
+        return "port 0"
+    if key.startswith("[") or _is_ip(host):
+        return None
+    if len(host) > 253:
+        return "longer than 253 characters"
+    for label in host.split("."):
+        if not label:
+            return "an empty label (two dots in a row, or a leading dot)"
+        if len(label) > 63:
+            return "a label longer than 63 characters"
+        if not _LABEL.fullmatch(label):
+            return (f"label {label[:63]!r}: only letters, digits, '-' and '_', not "
+                    "starting or ending with '-'")
+        if label.startswith("xn--"):
+            try:
+                label[4:].encode("ascii").decode("punycode")
+            except (UnicodeError, ValueError):
+                return f"label {label!r}: not valid punycode"
+    return None
 
 
 def origin(url: str) -> str:

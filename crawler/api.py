@@ -165,13 +165,17 @@ def parse_host_update(body: bytes) -> HostUpdate:
 
 
 def parse_host(raw: str) -> str:
-    """The host key of a path parameter (``News.Test:80`` -> ``news.test``)."""
+    """The host key of a path parameter (``News.Test:80`` -> ``news.test``); a name no
+    host can have (``-x-``, ``x..test``) is a 400, as such a seed is refused."""
     if not raw or len(raw) > MAX_HOST_CHARS or any(c in raw for c in "/\\?#@ \t\r\n"):
         raise ApiError(400, f"not a host name: {raw[:80]!r}")
     try:
         key = urls.host_key(f"http://{raw}/")
     except (urls.UrlError, ValueError):
         raise ApiError(400, f"not a host name: {raw[:80]!r}") from None
+    problem = urls.host_name_problem(key)  # the rule seeds follow (frontier.seeds)
+    if problem:
+        raise ApiError(400, f"not a host name: {raw[:80]!r}: {problem}")
     return key
 
 

@@ -36,7 +36,10 @@ _TOO_LARGE = _error("The body is larger than the API accepts.")
 _HOST_PARAM: dict[str, Any] = {
     "name": "host", "in": "path", "required": True,
     "description": "Host key: lower-case host name, with the port when it is not the "
-                   "default one (`news.test`, `example.org:8080`).",
+                   "default one (`news.test`, `example.org:8080`). A name is "
+                   "dot-separated labels of 1-63 letters, digits, `-` and `_`, not "
+                   "starting or ending with `-` (as for seed URLs); anything else is a "
+                   "400.",
     "schema": {"type": "string"},
 }
 

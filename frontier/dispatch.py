@@ -28,10 +28,12 @@ from common.scope import limits
 from frontier.control import Operator
 from frontier.hosts import HostTable
 from frontier.policy import (
+    first_sitemap_fetch,
     is_refresh,
     path_blocked,
     politeness_delay,
     refresh_priority,
+    sitemap_files_refusal,
     take_refresh,
 )
 from frontier.scope import SeedRegistry
@@ -268,7 +270,10 @@ class Dispatcher:
         refused: Reason | None = None
         detail = row.detail
         blocked_paths, scope = self.operator.blocked_paths, self.operator.scope
-        if blocked_paths and path_blocked(row.url, blocked_paths):
+        spent = sitemap_files_refusal(row, state, ctx.settings.sitemaps.max_files_per_host)
+        if spent is not None:
+            refused, detail = spent
+        elif blocked_paths and path_blocked(row.url, blocked_paths):
             refused = Reason.BLOCKED
         elif limits(scope) and not (row.depth == 0 and row.hops == 0):  # not a seed
             try:
@@ -291,6 +296,8 @@ class Dispatcher:
             ctx.metrics.count_rejected(refused, 1)
             hosts.schedule(host, slot, now)
             return False
+        if first_sitemap_fetch(row):  # written with the row (cluster) or the result
+            state.sitemap_files += 1
         row.status = UrlStatus.IN_FLIGHT
         row.attempts += 1
         task_id = uuid.uuid4().hex

@@ -19,6 +19,7 @@ from frontier.hosts import HostTable
 from frontier.policy import (
     admission_reason,
     discovered_row,
+    head_outranked,
     host_refusal,
     listed_change,
     refresh_priority,
@@ -106,6 +107,7 @@ class Intake:
             self.seen.add(row.url)
         counters.known += len(rows) - len(inserted)
         queued: dict[str, float] = {}
+        best: dict[str, int] = {}  # the highest priority (lowest level) queued per host
         if len(inserted) < len(rows):
             await self._listed_again(rows, inserted, now, queued)
         for row in inserted:
@@ -115,6 +117,7 @@ class Intake:
                 due = queued.get(row.host)
                 queued[row.host] = row.next_fetch_at if due is None else min(
                     due, row.next_fetch_at)
+                best[row.host] = min(best.get(row.host, row.priority), row.priority)
             elif row.reason is not None:
                 counters.rejected[row.reason.value] += 1
                 metrics.count_rejected(row.reason)
@@ -125,6 +128,8 @@ class Intake:
         for host, due in queued.items():
             async with hosts.locks.hold(host):
                 slot = await hosts.slot(host)
+                if head_outranked(slot.head, best.get(host)):
+                    slot.head.clear()  # still queued in the store: read again in order
                 hosts.schedule(host, slot, max(slot.state.next_allowed_at, due))
         for host, links in forward.items():
             await ctx.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))

@@ -228,6 +228,37 @@ def sitemap_reason(link: Link, settings: Settings) -> Reason | None:
     return None
 
 
+def first_sitemap_fetch(row: UrlState) -> bool:
+    """Whether dispatching ``row`` fetches a sitemap file for the first time: what the
+    host's count of sitemap files (``HostState.sitemap_files``) counts. A retry after a
+    failed attempt or a refresh of a file already read is no new file."""
+    return row.kind is TaskKind.SITEMAP and row.attempts == 0 and row.last_fetch_at is None
+
+
+def sitemap_files_refusal(row: UrlState, state: HostState,
+                          max_files: int) -> tuple[Reason, str] | None:
+    """(reason, detail) when the sitemap file ``row`` may not be fetched because its
+    host already had ``max_files`` sitemap files dispatched
+    (``sitemaps.max_files_per_host``); None otherwise. Checked at dispatch, where the
+    frontier holds the host's row: the count is in that row, so it holds in every
+    store and across restarts, and the files past the cap end as recorded outcomes
+    without a request. They are queued below the pages
+    (``sitemaps.file_priority``), so their turn, and this refusal, come after them."""
+    if not first_sitemap_fetch(row) or state.sitemap_files < max_files:
+        return None
+    return Reason.SITEMAP_FILES, (f"the host's {max_files} sitemap files were fetched "
+                                  "(CRAWLER_SITEMAPS_MAX_FILES_PER_HOST)")
+
+
+def head_outranked(head: Sequence[UrlState], queued: int | None) -> bool:
+    """Whether a host's queue head (the next few due rows, read from the store in
+    priority order) must be read again because a row of priority level ``queued`` (the
+    best of those just queued for the host; None: none) goes before its last row:
+    else the rows read before it, such as the sitemap files an index listed, would
+    be fetched first, up to a whole head."""
+    return bool(head) and queued is not None and queued < head[-1].priority
+
+
 def listed_change(row: UrlState, lastmod: float | None, now: float,
                   priority: int | None = None) -> UrlState | None:
     """A URL the store holds that a sitemap lists again with ``lastmod``: the row to

@@ -72,7 +72,8 @@ def why_not_crawlable(raw: str, error: urls.UrlError) -> str:
 
 def seed_batch(seed_urls: Iterable[str], priority: int,
                tracking: urls.TrackingRules) -> SeedBatch:
-    """Pure: canonicalise ``seed_urls`` into one Discovered message per host."""
+    """Pure: canonicalise ``seed_urls`` into one Discovered message per host. A URL whose
+    host no DNS name can have (:func:`common.urls.host_name_problem`) is refused."""
     links: dict[str, list[Link]] = {}
     invalid: list[str] = []
     reasons: list[str] = []
@@ -80,6 +81,9 @@ def seed_batch(seed_urls: Iterable[str], priority: int,
         try:
             url = urls.canonicalize(raw, tracking=tracking)
             host = urls.host_key(url)
+            problem = urls.host_name_problem(host)
+            if problem:
+                raise urls.UrlError(f"not a usable host name {host[:80]!r}: {problem}")
         except urls.UrlError as exc:
             invalid.append(raw)
             reasons.append(why_not_crawlable(raw, exc))

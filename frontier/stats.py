@@ -22,7 +22,7 @@ TRAP_REASONS = (Reason.TRAP_LENGTH, Reason.TRAP_SEGMENTS, Reason.TRAP_REPEAT,
 ERROR_REASONS = (Reason.HTTP_ERROR, Reason.TOO_LARGE, Reason.BAD_CONTENT_TYPE, Reason.SSRF,
                  Reason.DEAD, Reason.PARSE_ERROR, Reason.PARSE_TIMEOUT, Reason.NOT_HTTP,
                  Reason.INVALID_URL, Reason.SITEMAP_INVALID, Reason.SITEMAP_CAPPED,
-                 Reason.SITEMAP_DEPTH, Reason.RENDER_ERROR)
+                 Reason.SITEMAP_DEPTH, Reason.SITEMAP_FILES, Reason.RENDER_ERROR)
 
 
 class CrawlStats(msgspec.Struct, kw_only=True):

@@ -316,7 +316,7 @@ class ParserStage:
                                            timed_out=isinstance(exc, PageJobTimeoutError))
         crawl = self.settings.crawl
         listed = min(crawl.priority_levels - 1, self.settings.sitemaps.priority)
-        nested = min(crawl.priority_levels - 1, crawl.seed_priority)
+        nested = min(crawl.priority_levels - 1, self.settings.sitemaps.file_priority)
         # the sitemaps an index lists keep the robots.txt that vouches for them
         source = task.source if vouched_hosts(task.source) else task.url
         links = [Link(url=e.url, depth=task.depth + 1, priority=nested,

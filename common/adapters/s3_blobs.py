@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING
 
 from common.adapters.local_blobs import SUFFIX, BlobError, LocalBlobStore
 from common.messages import RecordPointer
+from common.settings import redact_userinfo
 
 if TYPE_CHECKING:
     from obstore.store import S3Store
@@ -94,24 +95,48 @@ class S3Config:
 
 def read_credentials(path: str, profile: str = "") -> tuple[str, str, str | None]:
     """Access key id, secret key and session token from an AWS shared-credentials file
-    (``[profile]`` with ``aws_access_key_id`` and ``aws_secret_access_key``)."""
+    (``[profile]`` with ``aws_access_key_id`` and ``aws_secret_access_key``).
+
+    A file that does not parse is reported by line number and kind of fault only: the
+    parser's own message quotes the offending line (or names the option or section),
+    which in a credentials file may well be a key."""
     parser = configparser.ConfigParser(interpolation=None)
+    where = f"CRAWLER_BLOB_S3_CREDENTIALS_FILE={path!r}"
     try:
         with open(path, encoding="utf-8") as f:
             parser.read_file(f)
-    except (OSError, configparser.Error) as exc:
-        raise S3ConfigError(f"CRAWLER_BLOB_S3_CREDENTIALS_FILE={path!r}: cannot read it: "
-                            f"{exc}") from None
+    except OSError as exc:
+        raise S3ConfigError(f"{where}: cannot read it: {exc.strerror or type(exc).__name__}"
+                            ) from None
+    except UnicodeDecodeError:
+        raise S3ConfigError(f"{where}: not UTF-8 text") from None
+    except configparser.Error as exc:
+        raise S3ConfigError(f"{where}: {_credentials_fault(exc)} (expected [profile] "
+                            "sections of name = value lines)") from None
     name = profile or os.environ.get("AWS_PROFILE", "").strip() or "default"
     if not parser.has_section(name):
-        raise S3ConfigError(f"CRAWLER_BLOB_S3_CREDENTIALS_FILE={path!r}: no [{name}] "
-                            "section")
+        raise S3ConfigError(f"{where}: no [{name}] section")
     section = parser[name]
     key, secret = section.get("aws_access_key_id"), section.get("aws_secret_access_key")
     if not key or not secret:
-        raise S3ConfigError(f"CRAWLER_BLOB_S3_CREDENTIALS_FILE={path!r}: [{name}] needs "
-                            "aws_access_key_id and aws_secret_access_key")
+        raise S3ConfigError(f"{where}: [{name}] needs aws_access_key_id and "
+                            "aws_secret_access_key")
     return key.strip(), secret.strip(), (section.get("aws_session_token") or None)
+
+
+def _credentials_fault(exc: configparser.Error) -> str:
+    """What is wrong with a credentials file, by line number, never quoting its text."""
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return f"line {exc.lineno}: a line before the first [section] header"
+    if isinstance(exc, configparser.ParsingError):
+        lines = ", ".join(str(number) for number, _ in exc.errors[:10])
+        more = ", ..." if len(exc.errors) > 10 else ""
+        return f"line {lines}{more}: not a name = value line"
+    if isinstance(exc, configparser.DuplicateOptionError):
+        return f"line {exc.lineno}: an option given twice in its section"
+    if isinstance(exc, configparser.DuplicateSectionError):
+        return f"line {exc.lineno}: a section given twice"
+    return f"not in the shared-credentials format ({type(exc).__name__})"
 
 
 def open_bucket(config: S3Config) -> S3Store:
@@ -152,7 +177,8 @@ def check_bucket(bucket: S3Store, config: S3Config) -> None:
     )
 
     where = (f"bucket {config.bucket!r} at "
-             f"{config.endpoint or 'the default endpoint'} (CRAWLER_BLOB_S3_BUCKET, "
+             f"{redact_userinfo(config.endpoint) or 'the default endpoint'} "
+             "(CRAWLER_BLOB_S3_BUCKET, "
              "CRAWLER_BLOB_S3_ENDPOINT)")
     try:
         for _ in obstore.list(bucket, chunk_size=1):
@@ -185,7 +211,9 @@ def _age(path: str) -> float:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    """The error's text on one line, at most 300 characters, without the password of any
+    URL it quotes (the client quotes the URL it asked, endpoint included)."""
+    text = redact_userinfo(" ".join(str(exc).split()))
     return text if len(text) <= 300 else text[:300] + "..."
 
 

@@ -149,7 +149,8 @@ CREATE TABLE IF NOT EXISTS hosts (
     last_response_time REAL NOT NULL,
     capped INTEGER NOT NULL,
     lease_until REAL NOT NULL,
-    refreshes INTEGER
+    refreshes INTEGER,
+    sitemap_files INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS robots (
     origin TEXT PRIMARY KEY,
@@ -192,7 +193,7 @@ CREATE TABLE IF NOT EXISTS seed_roots (
 # url_state columns added after the first schema: (name, type), nullable
 _ADDED_URL_COLUMNS = (("kind", "TEXT"), ("lastmod", "REAL"))
 # hosts columns added after the first schema, nullable (empty: the field's default)
-_ADDED_HOST_COLUMNS = (("refreshes", "INTEGER"),)
+_ADDED_HOST_COLUMNS = (("refreshes", "INTEGER"), ("sitemap_files", "INTEGER"))
 
 _URLS = RowCodec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
 _HOSTS = RowCodec(HostState, added=frozenset(c for c, _ in _ADDED_HOST_COLUMNS))
@@ -436,7 +437,7 @@ class SqliteStateStore:
                                   f"this code supports ({SCHEMA_VERSION})")
             # Later versions add their migrations here, one step per version. Columns
             # that may be empty are added to a file made before them (sitemaps: kind,
-            # lastmod; refreshes: hosts.refreshes), so an older crawl folder resumes.
+            # lastmod; refreshes, sitemap_files: hosts), so an older crawl folder resumes.
             have = {r[1] for r in db.execute("PRAGMA table_info(url_state)")}
             for column, sql_type in _ADDED_URL_COLUMNS:
                 if column not in have:

@@ -623,10 +623,13 @@ def check_compose() -> Problems:
     # As a user runs it: only the required token set; as the demo runs it; and each with
     # separate parser and dedup services (the profile and the setting).
     separate = {PARSE_INLINE: "false", "COMPOSE_PROFILES": SEPARATE_PARSE_PROFILE}
-    demo_env = read_env_file(DEMO_ENV)
-    cases = [("default", {"CRAWLER_API_TOKEN": "token-for-checks"}, False),
+    # the two secrets compose requires (no defaults): as the user exports them
+    secrets = {"CRAWLER_API_TOKEN": "token-for-checks",
+               "GRAFANA_ADMIN_PASSWORD": "password-for-checks"}
+    demo_env = {**read_env_file(DEMO_ENV), "GRAFANA_ADMIN_PASSWORD": "password-for-checks"}
+    cases = [("default", secrets, False),
              ("demo", demo_env, True),
-             ("separate-parse", {"CRAWLER_API_TOKEN": "token-for-checks", **separate}, False),
+             ("separate-parse", {**secrets, **separate}, False),
              ("demo + separate-parse", {**demo_env, PARSE_INLINE: "false",
                                         "COMPOSE_PROFILES": f"demo,{SEPARATE_PARSE_PROFILE}"},
               True)]
@@ -636,11 +639,12 @@ def check_compose() -> Problems:
         problems += [f"[{label}] {p}" for p in compose_schema_problems(doc, schema)]
         problems += [f"[{label}] {p}" for p in compose_problems(doc, demo=demo,
                                                                 profiles=profiles)]
-    try:
-        load_compose({})
-        problems.append("compose: CRAWLER_API_TOKEN must be required (${...:?...})")
-    except InterpolationError:
-        pass
+    for name in secrets:
+        try:
+            load_compose({k: v for k, v in secrets.items() if k != name})
+            problems.append(f"compose: {name} must be required (${{...:?...}})")
+        except InterpolationError:
+            pass
     if read_env_file(DEMO_ENV).get("COMPOSE_PROFILES") != "demo":
         problems.append("deploy/compose/demo.env must set COMPOSE_PROFILES=demo")
     return problems + promtool_problems()

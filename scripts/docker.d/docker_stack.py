@@ -8,7 +8,8 @@
     scripts/docker images    the third-party images of the stack: pulled when a registry
                              answers; otherwise a Debian base image (debootstrap) and
                              stand-ins built on it, tagged with the upstream names
-    scripts/docker build     the project's image, polite-crawler:latest
+    scripts/docker build     the project's image, polite-crawler:<version of pyproject.toml>
+                             (the tag docker-compose.yml names), also tagged latest
     scripts/docker status    what answers and what is built (exit 0 when all is ready)
     scripts/docker stop      stop the dockerd that `start` started (SIGTERM, then SIGKILL)
 
@@ -39,7 +40,7 @@ Stand-ins (only when no registry answers; `docker pull` is tried first):
 
 Environment:
   CRAWLER_DOCKER_IMAGES      auto (default: pull, else build stand-ins), upstream, local
-  CRAWLER_IMAGE              the project's image name (polite-crawler:latest)
+  CRAWLER_IMAGE              the project's image name (polite-crawler:<version>)
   DOCKER_HOST                an engine to use; `start` then only checks that it answers
   DOCKER_CONFIG              where the Compose plugin goes (~/.docker)
   DOCKERD_START_TIMEOUT      seconds to wait for a started dockerd (60)
@@ -95,7 +96,22 @@ COMPOSE_VERSION = "v2.40.3"
 SUITE = "bookworm"
 BASE_IMAGE = f"polite-crawler/debian:{SUITE}"
 LABEL = "org.polite-crawler.stand-in"  # on every image built here: the recipe's hash
-PROJECT_IMAGE = os.environ.get("CRAWLER_IMAGE", "").strip() or "polite-crawler:latest"
+
+
+def project_version() -> str:
+    """The project version of pyproject.toml: the tag of the project's image, which
+    docker-compose.yml names."""
+    import tomllib
+
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        version: str = tomllib.load(f)["project"]["version"]
+    return version
+
+
+PROJECT_IMAGE = (os.environ.get("CRAWLER_IMAGE", "").strip()
+                 or f"polite-crawler:{project_version()}")
+# also tagged latest when it is the default name: scripts/kube loads that one
+LATEST_IMAGE = "polite-crawler:latest"
 
 
 class DockerError(RuntimeError):
@@ -605,8 +621,11 @@ def cmd_images() -> dict[str, str]:
 
 def cmd_build() -> None:
     """The project's image; the engine's layer cache makes an unchanged build quick."""
+    tags = ["-t", PROJECT_IMAGE]
+    if PROJECT_IMAGE.startswith("polite-crawler:"):
+        tags += ["-t", LATEST_IMAGE]
     with step(f"built {PROJECT_IMAGE}"):
-        proc = run(["docker", "build", "--pull=false", "-t", PROJECT_IMAGE, str(ROOT)],
+        proc = run(["docker", "build", "--pull=false", *tags, str(ROOT)],
                    env=docker_env(), timeout=3600, check=False)
         if proc.returncode != 0:
             raise DockerError(f"docker build failed:\n{(proc.stdout + proc.stderr)[-4000:]}")

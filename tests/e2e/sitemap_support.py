@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from common.messages import Reason, UrlStatus
 from simweb import SimWeb
+from simweb.model import Host, Page, Robots, Sitemap
 from simweb.scenarios import SITEMAP_ORPHANS
 from tests.e2e.crawl_support import hits, paths
 
@@ -64,3 +65,44 @@ def check_hostile_outcomes(outcome: Callable[[str], tuple[UrlStatus, Reason | No
     (status, reason) of a hostile.test path."""
     got = {path: outcome(path) for path in HOSTILE_OUTCOMES}
     assert got == HOSTILE_OUTCOMES, got
+
+
+#: many.test: robots.txt names one index, which lists LONG_INDEX sitemap files (each
+#: listing one page); the home page links to LINKED pages. With MAX_FILES sitemap files
+#: per host, the index and MAX_FILES - 1 of its files are fetched.
+LONG_INDEX = 200
+LINKED = 12
+MAX_FILES = 8
+
+
+def long_index_site() -> Host:
+    """many.test, whose sitemap index lists far more files than a host may have read."""
+    return Host(
+        name="many.test",
+        robots=Robots(crawl_delay=0.1, sitemaps=("/index.xml",)),
+        pages=(Page(path="/", words=80, links=tuple(f"/a/{i}" for i in range(LINKED))),
+               *(Page(path=f"/a/{i}", words=40) for i in range(LINKED)),
+               Page(path="/index.xml", content_type="application/xml",
+                    sitemap=Sitemap(kind="index", entries=tuple(
+                        f"/s/{i}.xml" for i in range(LONG_INDEX)))),
+               *(Page(path=f"/s/{i}.xml", content_type="application/xml",
+                      sitemap=Sitemap(entries=(f"/l/{i}",))) for i in range(LONG_INDEX)),
+               *(Page(path=f"/l/{i}", words=40) for i in range(LONG_INDEX))))
+
+
+def check_long_index_requests(web: SimWeb) -> None:
+    """At the server: the index and MAX_FILES - 1 of its sitemap files fetched, each
+    once, the page each lists too, and every page the home page links to fetched
+    before the first sitemap file the index lists (they queue below the pages)."""
+    order = paths(hits(web, "many.test"))
+    files = [p for p in order if p.startswith("/s/")]
+    assert order.count("/index.xml") == 1, order
+    assert len(files) == MAX_FILES - 1 and len(set(files)) == len(files), files
+    first_file = order.index(files[0])
+    linked = [order.index(f"/a/{i}") for i in range(LINKED)]
+    assert max(linked) < first_file, order
+    listed = [p for p in order if p.startswith("/l/")]
+    assert sorted(listed) == sorted(f"/l/{p[3:-4]}" for p in files), order
+    # a file's page (listed, level 2) goes before the next file (level 3): most of the
+    # listed pages are fetched before the last file, however the parse lags
+    assert sum(order.index(p) < order.index(files[-1]) for p in listed) >= MAX_FILES // 2, order

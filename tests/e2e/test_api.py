@@ -162,6 +162,12 @@ async def test_bad_input_gets_a_4xx_with_a_message(tmp_path: Path,
             ("PUT", "/v1/hosts/a.test", b'{"delay": 1}', 422),
             ("PUT", "/v1/hosts/a.test", b'{"blocked": ', 400),
             ("PUT", "/v1/hosts/a%20b", b'{"blocked": true}', 400),
+            # names the URL Standard takes but no host can have, refused like such seeds
+            ("PUT", "/v1/hosts/-x-", b'{"blocked": true}', 400),
+            ("PUT", "/v1/hosts/x..test", b'{"crawlDelaySeconds": 1}', 400),
+            ("GET", "/v1/hosts/-x-", b"", 400),
+            ("POST", "/v1/seeds", b'{"urls": ["http://-x-/"]}', 422),
+            ("POST", "/v1/seeds", b'{"urls": ["http://x..test/"]}', 422),
             ("GET", "/v1/hosts/unknown.test", b"", 404),
             ("GET", "/v1/nothing", b"", 404),
             ("DELETE", "/v1/stats", b"", 405),
@@ -175,6 +181,10 @@ async def test_bad_input_gets_a_4xx_with_a_message(tmp_path: Path,
         status, stats = await api("GET", "/v1/stats")
         assert status == 200 and stats["known_urls"] == 0  # nothing was taken
         assert await crawler.store.get_host("a.test") is None
+        for host in ("-x-", "x..test"):
+            assert await crawler.store.get_host(host) is None, host
+        status, body = await api("PUT", "/v1/hosts/x..test", raw=b'{"blocked": true}')
+        assert "not a host name" in body["error"] and "empty label" in body["error"]
     finally:
         await crawler.close()
 

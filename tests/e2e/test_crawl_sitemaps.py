@@ -14,8 +14,16 @@ from common.messages import Reason, TaskKind, UrlStatus
 from simweb import Page, SimWeb
 from simweb.model import Robots
 from simweb.scenarios import SITEMAP_ORPHANS, sitemaps
-from tests.e2e.crawl_support import hits, host, key, paths, resume, run, scenario
-from tests.e2e.sitemap_support import SEEDS, check_hostile_outcomes, check_requests
+from tests.e2e.crawl_support import hits, host, host_key, key, paths, resume, run, scenario
+from tests.e2e.sitemap_support import (
+    LONG_INDEX,
+    MAX_FILES,
+    SEEDS,
+    check_hostile_outcomes,
+    check_long_index_requests,
+    check_requests,
+    long_index_site,
+)
 
 
 @pytest.mark.timeout(120)
@@ -223,3 +231,28 @@ async def test_a_newer_lastmod_refreshes_the_page_at_once(tmp_path: Path) -> Non
     row = second.row(key(web, "fresh.test/changed"))
     assert row.status is UrlStatus.DONE and row.lastmod is not None
     assert row.last_fetch_at is not None and row.last_fetch_at >= row.lastmod
+
+
+@pytest.mark.timeout(120)
+async def test_a_long_index_reads_at_most_the_cap_after_the_pages(tmp_path: Path) -> None:
+    # an index listing 200 sitemap files, 8 sitemap files per host: the index and 7 of
+    # its files are fetched, after the pages the home page links to
+    async with SimWeb(scenario(long_index_site()), dns=True) as web:
+        out = await run(web, tmp_path, ["many.test/"],
+                        sitemaps={"max_files_per_host": MAX_FILES})
+        check_long_index_requests(web)
+
+    index = out.row(key(web, "many.test/index.xml"))
+    assert index.detail is not None and f"{MAX_FILES} sitemaps" in index.detail
+    assert f"{LONG_INDEX - MAX_FILES} sitemaps past the per-host cap" in index.detail
+    assert index.priority == 0  # robots.txt named it
+    files = [r for r in out.rows.values() if "/s/" in r.url]
+    assert len(files) == MAX_FILES  # the entries past the cap were not even queued
+    assert all(r.priority == 3 and r.kind is TaskKind.SITEMAP for r in files)
+    read = [r for r in files if r.status is UrlStatus.DONE]
+    refused = [r for r in files if r.status is UrlStatus.REJECTED]
+    assert len(read) == MAX_FILES - 1 and all(r.reason is Reason.SITEMAP for r in read)
+    assert len(refused) == 1 and refused[0].reason is Reason.SITEMAP_FILES
+    assert refused[0].detail is not None and "MAX_FILES_PER_HOST" in refused[0].detail
+    assert out.hosts[host_key(web, "many.test")].sitemap_files == MAX_FILES
+    assert out.stats.queued == 0 and out.stats.in_flight == 0

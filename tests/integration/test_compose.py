@@ -32,6 +32,7 @@ import io
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -125,9 +126,10 @@ def _images() -> list[str]:
 
     doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
     refs = {doc["services"][name].get("image", "") for name in SERVICES}
-    image = os.environ.get("CRAWLER_IMAGE", "").strip() or "polite-crawler:latest"
-    return sorted(ref.replace("${CRAWLER_IMAGE:-polite-crawler:latest}", image)
-                  for ref in refs if ref)
+    image = os.environ.get("CRAWLER_IMAGE", "").strip()
+    # ${CRAWLER_IMAGE:-polite-crawler:<version>}: the variable, else the default
+    return sorted(re.sub(r"\$\{CRAWLER_IMAGE:-([^}]+)\}",
+                         lambda m: image or m.group(1), ref) for ref in refs if ref)
 
 
 def _free_port() -> int:
@@ -151,6 +153,8 @@ class Stack:
         self.env.update({"CRAWLER_API_HOST_PORT": str(self.api_port),
                          "PROMETHEUS_HOST_PORT": str(self.prometheus_port),
                          "GRAFANA_HOST_PORT": str(_free_port()),
+                         # required by the compose file, which sets no default
+                         "GRAFANA_ADMIN_PASSWORD": secrets.token_hex(16),
                          "S3_HOST_PORT": str(self.s3_port),
                          "COMPOSE_PROFILES": "demo,s3", **S3_KEYS})
         if os.environ.get("CRAWLER_IMAGE"):

@@ -94,7 +94,7 @@ TABLES: tuple[Table, ...] = (
                     "capped": "boolean",
                     "lease_until": "double",
                     # added later (ALTER TABLE at start): empty in older rows
-                    "refreshes": "bigint"}, "(host)"),
+                    "refreshes": "bigint", "sitemap_files": "bigint"}, "(host)"),
     Table("robots", {"origin": "text", "status": "bigint", "body": "blob",
                      "fetched_at": "double", "expires_at": "double"}, "(origin)"),
     Table("content", {"content_hash": "text", "url": "text", "record_file": "text",
@@ -112,7 +112,7 @@ TABLES_BY_NAME = {t.name: t for t in TABLES}
 # ---------------------------------------------------------------------------- codecs
 
 URLS = RowCodec(UrlState, pointer="record", unsigned=frozenset({"simhash"}))
-HOSTS = RowCodec(HostState, added=frozenset({"refreshes"}))
+HOSTS = RowCodec(HostState, added=frozenset({"refreshes", "sitemap_files"}))
 ROBOTS = RowCodec(RobotsRecord)
 
 # --------------------------------------------------------------- create and migrate
