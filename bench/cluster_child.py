@@ -1,6 +1,6 @@
 """One cluster-mode crawl: ``python -m bench.cluster_child CONFIG.json``.
 
-Starts one process per service (``python -m frontier`` and ``fetcher``, which parses and
+Starts one process per service (``python -m crawler frontier`` and ``fetcher``, which parses and
 judges pages itself; also ``parser`` and ``dedup`` when
 ``CRAWLER_FETCHER_PARSE_INLINE=false``) on the local Kafka and Cassandra with a topic
 prefix and keyspace of its own, seeds the crawl (``crawler seed``), waits until nothing
@@ -176,7 +176,7 @@ def main(argv: list[str]) -> int:
         for name in services:
             f = (logs / f"{name}.log").open("wb")
             files.append(f)
-            procs[name] = subprocess.Popen([sys.executable, "-m", name],
+            procs[name] = subprocess.Popen([sys.executable, "-m", "crawler", name],
                                            env={**env, "CRAWLER_METRICS_PORT": str(ports[name])},
                                            stdout=f,
                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -297,13 +297,17 @@ _DRIVER_FILE = re.compile(r"(?<!common/adapters/)cassandra/")  # not the store a
 
 def cluster_process(heads: list[str]) -> str:
     """The service a cluster stack belongs to, from the command lines of its process
-    and its parents (``python -m frontier``; a page worker counts for the service that
+    and its parents (``python -m crawler frontier``; a page worker counts for the service that
     started it). The outermost process is the benchmark's supervisor."""
     for head in reversed(heads):
         m = _MODULE.search(head)
         if not m:
             continue
         module = m.group("module")
+        if module in ("crawler", "crawler.cli"):  # ``python -m crawler fetcher``
+            role = head[m.end():].split()
+            if role and role[0].strip('"') in CLUSTER_SERVICES:
+                return role[0].strip('"')
         if module in CLUSTER_SERVICES:
             return module
         if module == "bench.cluster_child":

@@ -205,7 +205,7 @@ def service_arguments(name: str, argv: Sequence[str], *, prog: str | None = None
                       ) -> argparse.Namespace | int:
     """Parse a service's command line (``-v``, ``--help``); an exit status when the
     process should end at once (0 after ``--help``, 2 after a usage error)."""
-    parser = argparse.ArgumentParser(prog=prog or f"python -m {name}",
+    parser = argparse.ArgumentParser(prog=prog or f"crawler {name}",
                                      description=SERVICE_HELP.get(name),
                                      epilog=SERVICE_EPILOG)
     parser.add_argument("-v", "--verbose", action="store_true", help="log INFO messages")

@@ -396,7 +396,7 @@ class RenderSettings:
     enabled: bool = _f(False, "Render chosen pages in headless Chromium and parse the DOM "
                        "their scripts built (docs/rendering.md): in embedded mode in the "
                        "crawler; in a cluster parsers hand them to the render service "
-                       "(python -m render).")
+                       "(crawler render).")
     hosts: tuple[str, ...] = _f((), "Hosts whose pages are always rendered (a leading '.' "
                                 "covers subdomains).")
     patterns: tuple[str, ...] = _f((), "Regular expressions (RE2) searched in the path and "

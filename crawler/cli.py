@@ -411,15 +411,16 @@ def _cmd_seed(settings: Settings, seeds: Sequence[str], priority: int | None) ->
 def _run_role(role: str, settings: Settings) -> int:
     from common.runtime import service_main
 
-    runs = {"frontier": "frontier.main", "fetcher": "fetcher.main", "parser": "parser.main",
-            "dedup": "dedup.main", "api": "crawler.api", "render": "render.main"}
+    runs = {"frontier": "crawler.roles.frontier", "fetcher": "crawler.roles.fetcher",
+            "parser": "crawler.roles.parser", "dedup": "crawler.roles.dedup",
+            "api": "crawler.api", "render": "crawler.roles.render"}
     module = importlib.import_module(runs[role])
     return service_main(role, module.run)
 
 
 async def _seed(settings: Settings, seeds: Sequence[str], priority: int | None) -> int:
     from common.runtime import make_bus, make_store
-    from frontier.main import resolver
+    from crawler.roles.frontier import resolver
     from frontier.service import Frontier
 
     bus = make_bus(settings)

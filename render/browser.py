@@ -60,9 +60,7 @@ if TYPE_CHECKING:
     from playwright.async_api import Browser, Page, Playwright, Request, Route, WebSocketRoute
 
     from common.metrics import ParserMetrics
-    from fetcher.gate import HostGate
-    from fetcher.http import HttpFetcher
-    from fetcher.robots_cache import RobotsCache
+    from render.needs import Gate, Http, Robots
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -378,8 +376,8 @@ class _Browser:
 class ChromiumRenderer:
     """Renders pages in one shared headless Chromium; see the module docstring."""
 
-    def __init__(self, settings: Settings, *, http: HttpFetcher, robots: RobotsCache,
-                 gate: HostGate, metrics: ParserMetrics | None = None) -> None:
+    def __init__(self, settings: Settings, *, http: Http, robots: Robots,
+                 gate: Gate, metrics: ParserMetrics | None = None) -> None:
         self.settings = settings
         self.metrics = metrics
         self.rs = settings.render

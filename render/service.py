@@ -13,34 +13,40 @@ failed rendering keeps the plain parse and ends as ``render_error``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from common.adapters.handling import while_down
-from common.archive import ArchiveWriter
-from common.messages import FetchOutcome, FetchResult, Topic
-from common.metrics import Metrics
-from common.ports import BlobStore, Bus, Delivery, StateStore
-from common.settings import Settings
-from dedup.service import DedupStage
-from fetcher.gate import HostGate
-from parser.service import PageRenderer, ParserStage
+from common.messages import (
+    FetchOutcome,
+    FetchResult,
+    ParsedPage,
+    RecordPointer,
+    StatusUpdate,
+    Topic,
+)
+from common.ports import Bus, Delivery
+from render.needs import Gate
 
 log = logging.getLogger(__name__)
 
+#: Parse a page by rendering it (the parser stage built with the renderer, which
+#: renders every page handed to it); None never comes back from it here.
+ParsePage = Callable[[FetchResult, RecordPointer], Awaitable[ParsedPage | None]]
+#: Judge a parsed page (the dedup stage): its verdict for the frontier.
+JudgePage = Callable[[ParsedPage], Awaitable[StatusUpdate]]
+
 
 class RenderStage:
-    def __init__(self, settings: Settings, bus: Bus, store: StateStore, blobs: BlobStore,
-                 archive: ArchiveWriter, renderer: PageRenderer, *,
-                 metrics: Metrics | None = None, gate: HostGate | None = None) -> None:
+    def __init__(self, bus: Bus, parse: ParsePage, judge: JudgePage, *,
+                 gate: Gate | None = None) -> None:
         self.bus = bus
         # the gate the renderer's requests wait at: it learns when the page itself was
         # fetched, so the page's first script waits the host's delay after it
         self.gate = gate
         # every page handed here is rendered: the parser that handed it chose it (this
-        # service's own rules might differ)
-        self.parser = ParserStage(settings, bus, blobs, archive, metrics=metrics,
-                                  renderer=renderer, render_all=True)
-        self.dedup = DedupStage(settings, bus, store, metrics=metrics,
-                                link_linger=settings.dedup.link_linger)
+        # service's own rules might differ); the composition root builds it so
+        self.parse = parse
+        self.judge = judge
 
     async def handle(self, delivery: Delivery) -> None:
         result = delivery.message
@@ -50,9 +56,9 @@ class RenderStage:
             return
         if self.gate is not None and result.fetched_at:
             self.gate.done(result.task.host, result.fetched_at, result.task.delay)
-        page = await self.parser.parse(result, result.record)
+        page = await self.parse(result, result.record)
         assert page is not None  # this stage renders itself: nothing is handed on
-        verdict = await while_down(lambda: self.dedup.judge(page),
+        verdict = await while_down(lambda: self.judge(page),
                                    f"judging the rendered {page.url}")
         await while_down(lambda: self.bus.publish(Topic.STATUS, page.host, verdict),
                          f"publishing the verdict of {page.url}")

@@ -169,10 +169,10 @@ async def test_cluster_stages_hand_shells_to_the_render_service(tmp_path: Path) 
     from common.ports import Delivery
     from common.runtime import make_blobs
     from crawler.inline import page_judge
+    from crawler.roles.render import render_stage
     from fetcher.http import HttpFetcher
     from fetcher.robots_cache import RobotsCache
     from fetcher.service import FetcherStage
-    from render.service import RenderStage
 
     async with SimWeb(build_rendering(), dns=True) as web:
         settings = settings_for(web, tmp_path, render=RENDER)
@@ -205,8 +205,8 @@ async def test_cluster_stages_hand_shells_to_the_render_service(tmp_path: Path) 
         renderer = ChromiumRenderer(settings, http=http, robots=robots, gate=fetcher.gate,
                                     metrics=metrics.parser)
         # a render service renders what it is handed, whatever its own rules say
-        stage = RenderStage(settings.replace(render={"auto": False}), bus, store, blobs,
-                            archive, renderer, metrics=metrics)
+        stage = render_stage(settings.replace(render={"auto": False}), bus, store, blobs,
+                             archive, renderer, metrics=metrics)
         try:
             for n, path in enumerate(("/", "/about")):
                 task = FetchTask(task_id=f"t{n}", url=web.url("spa.test", path),

@@ -68,7 +68,7 @@ class Cluster:
               env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = (self.logs / f"{name}.log").open("ab")
         self.files.append(log)
-        proc = subprocess.Popen([sys.executable, "-m", role, "-v"],
+        proc = subprocess.Popen([sys.executable, "-m", "crawler", role, "-v"],
                                 env={**self.env, **(env or {})}, stdout=log,
                                 stderr=subprocess.STDOUT)
         self.procs[name] = proc

@@ -21,8 +21,8 @@ from bench.cpu_profile import (
 from bench.report import cluster_profile_lines, cluster_split, render
 
 SUP = 'process 10:"/v/bin/python -m bench.cluster_child /tmp/c.json"'
-FRONT = SUP + ';process 11:"/v/bin/python -m frontier"'
-FETCH = SUP + ';process 12:"/v/bin/python -m fetcher"'
+FRONT = SUP + ';process 11:"/v/bin/python -m crawler frontier"'
+FETCH = SUP + ';process 12:"/v/bin/python -m crawler fetcher"'
 SEEDING = SUP + ';process 13:"/v/bin/python -m crawler.cli seed http://a.test/"'
 SP = "/v/lib/python3.11/site-packages/"
 LIB = "/p/lib/python3.11/"
@@ -60,7 +60,7 @@ def test_processes_are_named_by_the_service_in_their_command_line() -> None:
     assert cluster_process([SUP, 'process 13:"python -m crawler.cli seed x"']) == SEED
     # a worker process counts for the service that started it
     worker = 'process 14:"/v/bin/python -m common.pagework"'
-    assert cluster_process([SUP, 'process 12:"python -m fetcher"', worker]) == "fetcher"
+    assert cluster_process([SUP, 'process 12:"python -m crawler fetcher"', worker]) == "fetcher"
     assert cluster_process(['process 1:""', 'process 9:"nginx: worker"']) == "other process"
     # py-spy may read its own child's command line before the exec: the outermost
     # process alone is the supervisor

@@ -207,22 +207,22 @@ def test_service_main_answers_help_without_starting(capsys: pytest.CaptureFixtur
         raise AssertionError("the service must not start")
 
     assert service_main("dedup", never, ["--help"]) == 0
-    assert "usage: python -m dedup" in capsys.readouterr().out
+    assert "usage: crawler dedup" in capsys.readouterr().out
     assert service_main("dedup", never, ["--bogus"]) == 2
 
 
 @pytest.mark.parametrize("module", ["frontier", "fetcher", "parser", "dedup"])
 def test_python_m_service_help_exits_0(module: str) -> None:
-    done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "crawler", module, "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
-    assert f"usage: python -m {module}" in done.stdout
+    assert f"usage: crawler {module}" in done.stdout
 
 
 def test_service_refuses_an_upper_case_keyspace_at_once() -> None:
-    done = subprocess.run([sys.executable, "-m", "frontier"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60,
+    done = subprocess.run([sys.executable, "-m", "crawler", "frontier"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "CRAWLER_STORE_KEYSPACE": "krunA",
                                "CRAWLER_STORE_BACKEND": "cassandra"})
     assert done.returncode == 2

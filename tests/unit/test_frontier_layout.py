@@ -15,9 +15,6 @@ from common.settings import Settings
 from frontier.service import Frontier
 from tests.conftest import ROOT
 
-# the process entry points wire a frontier process, with the fetcher's resolver
-ENTRY_POINTS = {"main", "__main__"}
-
 
 def _imports(path: Path) -> set[str]:
     """The modules a file imports, at any depth (imports inside functions too)."""
@@ -38,7 +35,7 @@ MODULES = {p.stem: _imports(p) for p in (ROOT / "frontier").glob("*.py")}
 def test_frontier_modules_import_no_other_stage() -> None:
     stages = ("fetcher", "parser", "dedup", "render", "crawler", "simweb")
     wrong = {name: sorted(m for m in imports if m.split(".")[0] in stages)
-             for name, imports in MODULES.items() if name not in ENTRY_POINTS}
+             for name, imports in MODULES.items()}
     assert not {name: found for name, found in wrong.items() if found}
 
 

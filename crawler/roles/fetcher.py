@@ -1,4 +1,4 @@
-"""``python -m fetcher``: one fetcher instance (stateless apart from its caches)."""
+"""``crawler fetcher``: one fetcher instance (stateless apart from its caches)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``python -m dedup``: one dedup instance."""
+"""``crawler dedup``: one dedup instance."""
 
 from __future__ import annotations
 

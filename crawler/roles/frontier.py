@@ -1,4 +1,4 @@
-"""``python -m frontier``: one frontier instance in cluster mode (any number may run;
+"""``crawler frontier``: one frontier instance in cluster mode (any number may run;
 the bus gives each the hosts of its partitions)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m parser``: one parser instance."""
+"""``crawler parser``: one parser instance."""
 
 from __future__ import annotations
 
