@@ -53,7 +53,7 @@ async def test_pause_host_block_and_path_block_through_the_api_service(
         }
         with cluster(tmp_path, env) as c:
             api_port = c.free_port()
-            c.start("api", "crawler.api", {"CRAWLER_API_PORT": str(api_port),
+            c.start("api", "api", {"CRAWLER_API_PORT": str(api_port),
                                            "CRAWLER_API_HOST": "127.0.0.1"})
             c.start("frontier", "frontier")
             c.start("fetcher", "fetcher")
