@@ -40,7 +40,9 @@ def key_mode(text: str) -> KeyMode:
     raise ValueError(f"expected one of {', '.join(KEY_MODES)}, got {text!r}")
 
 
-def _address_order(address: str) -> tuple[int, int, str]:
+def address_order(address: str) -> tuple[int, int, str]:
+    """Sort key of an address: IPv4 before IPv6, then by value (text that is no
+    address last). The ``ip`` key is the first address in this order."""
     try:
         ip = ipaddress.ip_address(address.strip("[]"))
     except ValueError:
@@ -66,7 +68,7 @@ def politeness_key(host: str, mode: KeyMode, addresses: Sequence[str] = ()) -> s
     if mode == "ip":
         if not addresses:
             return host
-        best = min(addresses, key=_address_order)
+        best = min(addresses, key=address_order)
         return best.strip("[]").lower()
     return host
 
