@@ -73,6 +73,19 @@ def politeness_key(host: str, mode: KeyMode, addresses: Sequence[str] = ()) -> s
     return host
 
 
+def key_address(key: str | None, mode: KeyMode) -> str | None:
+    """The address a fetch task's politeness ``key`` names with ``ip`` keying (the one
+    its connection must go to, so the request counts where the key says), else None:
+    another mode, no key, or a key that is the host itself (a name that did not
+    resolve when the task was dispatched)."""
+    if mode != "ip" or not key:
+        return None
+    try:
+        return str(ipaddress.ip_address(key.strip("[]")))
+    except ValueError:
+        return None
+
+
 def split_host_key(host: str) -> tuple[str, int | None]:
     """``news.test:8080`` -> ``("news.test", 8080)``; ``[::1]:80`` -> ``("::1", 80)``;
     no port -> None. What a resolver takes."""

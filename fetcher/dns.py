@@ -20,8 +20,9 @@ that connects only to addresses the SSRF guard has checked.
   resolves a name and runs every address through the :class:`~fetcher.ssrf.Guard`
   (all must pass), and keeps the guard's verdict with the cached answer, so a cached
   look-up does not check again; :meth:`CheckedResolver.pin` makes the connector use
-  exactly the addresses a fetch checked, so the connection goes to a checked address
-  while the Host header and TLS SNI stay the hostname.
+  exactly the addresses a fetch checked (or the one of them a fetch is pinned to), so
+  the connection goes to a checked address while the Host header and TLS SNI stay the
+  hostname.
 """
 
 from __future__ import annotations
@@ -436,6 +437,29 @@ class Resolver:
 
     async def close(self) -> None:
         await self._backend.close()
+
+
+def only_address(host: str, checked: Sequence[str], address: str | None
+                 ) -> tuple[str, ...]:
+    """Pure: of ``host``'s ``checked`` addresses, the one a fetch is pinned to.
+
+    With ``ip`` politeness keying a fetch connects to its key's ``address`` alone, so
+    that its request counts where the key says (falling back to another address would
+    let many names that share one server, each keyed on a different address, reach it
+    at once). :class:`DnsError` (temporary: the frontier keys the host again on its
+    retry) when the address is not among ``checked`` any more, or when ``address`` is
+    None: the task was keyed on its host because the name did not resolve then.
+    """
+    if address is None:
+        raise DnsError(host, "the name resolves now but did not when its fetch was "
+                       "dispatched (its politeness key is no address)", not_found=False)
+    wanted = ipaddress.ip_address(address.strip("[]"))
+    for each in checked:
+        with contextlib.suppress(ValueError):
+            if ipaddress.ip_address(each.split("%", 1)[0]) == wanted:
+                return (each,)
+    raise DnsError(host, f"no longer resolves to {wanted}, the address its politeness "
+                   "key was made from", not_found=False)
 
 
 _PIN: contextvars.ContextVar[tuple[str, tuple[str, ...]] | None] = contextvars.ContextVar(

@@ -21,6 +21,7 @@ from fetcher.dns import (
     cap_addresses,
     entry_bytes,
     ip_literal,
+    only_address,
     parse_nameserver,
     parse_override,
 )
@@ -429,6 +430,17 @@ async def test_entry_bytes_is_not_below_what_entries_hold(count: int) -> None:
         tracemalloc.stop()
     assert held <= resolver.stats.bytes, (held, resolver.stats.bytes)
     assert resolver.stats.bytes <= 2 * held  # an estimate, not a guess
+
+
+def test_only_address_picks_the_key_address() -> None:
+    checked = ("127.0.0.5", "127.0.0.6", "2001:db8::1")
+    assert only_address("a.test", checked, "127.0.0.6") == ("127.0.0.6",)
+    assert only_address("a.test", checked, "[2001:DB8::1]") == ("2001:db8::1",)
+    with pytest.raises(DnsError, match=r"no longer resolves to 127\.0\.0\.7") as moved:
+        only_address("a.test", checked, "127.0.0.7")
+    assert not moved.value.not_found  # temporary: retried, keyed again
+    with pytest.raises(DnsError, match="did not when its fetch was dispatched"):
+        only_address("a.test", checked, None)
 
 
 def test_from_settings_reads_the_dns_bounds() -> None:
