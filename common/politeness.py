@@ -40,7 +40,9 @@ def key_mode(text: str) -> KeyMode:
     raise ValueError(f"expected one of {', '.join(KEY_MODES)}, got {text!r}")
 
 
-def _address_order(address: str) -> tuple[int, int, str]:
+def address_order(address: str) -> tuple[int, int, str]:
+    """Sort key of an address: IPv4 before IPv6, then by value (text that is no
+    address last). The ``ip`` key is the first address in this order."""
     try:
         ip = ipaddress.ip_address(address.strip("[]"))
     except ValueError:
@@ -66,9 +68,22 @@ def politeness_key(host: str, mode: KeyMode, addresses: Sequence[str] = ()) -> s
     if mode == "ip":
         if not addresses:
             return host
-        best = min(addresses, key=_address_order)
+        best = min(addresses, key=address_order)
         return best.strip("[]").lower()
     return host
+
+
+def key_address(key: str | None, mode: KeyMode) -> str | None:
+    """The address a fetch task's politeness ``key`` names with ``ip`` keying (the one
+    its connection must go to, so the request counts where the key says), else None:
+    another mode, no key, or a key that is the host itself (a name that did not
+    resolve when the task was dispatched)."""
+    if mode != "ip" or not key:
+        return None
+    try:
+        return str(ipaddress.ip_address(key.strip("[]")))
+    except ValueError:
+        return None
 
 
 def split_host_key(host: str) -> tuple[str, int | None]:

@@ -216,6 +216,16 @@ class FetcherSettings:
     dns_servers: tuple[str, ...] = _f((), "DNS servers (ip or ip:port); empty: the system's.")
     dns_min_ttl: float = _f(60.0, "DNS answers are cached at least this long.", minimum=0)
     dns_max_ttl: float = _f(3600.0, "DNS answers are cached at most this long.", minimum=0)
+    dns_max_addresses: int = _f(32, "Addresses kept of one name's DNS answer at most (the "
+                                "lowest, IPv4 first: the ip politeness key's address is "
+                                "always kept); a name answering thousands of records "
+                                "costs no more to cache, check and connect to.", minimum=1,
+                                maximum=10_000)
+    dns_cache_max_bytes: int = _f(64 * 1024 * 1024, "Bytes the DNS cache holds at most "
+                                  "(an estimate: about 500 bytes for a name with one "
+                                  "address, 3 KiB with 32); the least recently used "
+                                  "names go first. The cache also keeps at most 100,000 "
+                                  "names.", minimum=4096)
     resolve: tuple[str, ...] = _f((), "Fixed answers host:port:address, like curl --resolve.")
     allow_networks: tuple[str, ...] = _f((), "CIDR ranges the SSRF guard lets through "
                                          "(for tests and demos, e.g. 127.0.0.1/32).")

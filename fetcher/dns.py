@@ -10,11 +10,19 @@ that connects only to addresses the SSRF guard has checked.
   ``0x7f.1`` are normalised first, so the guard sees the address a socket would use);
   ``fetcher.resolve`` entries (``host:port:address``, like curl ``--resolve``; port
   ``*`` matches any port) answer without DNS.
+- An answer keeps at most ``max_addresses`` addresses (:func:`cap_addresses`: the
+  lowest, in the order the ``ip`` politeness key reads them, so the key's address is
+  always kept and a server that rotates its answer does not change what is kept); the
+  cache is bounded by ``max_entries`` names and by ``max_bytes`` (an estimate of what
+  its entries hold, :func:`entry_bytes`), the least recently used going first. A name
+  with thousands of records thus costs what a name with ``max_addresses`` costs.
 - :class:`CheckedResolver` is the aiohttp resolver: :meth:`CheckedResolver.resolve_checked`
   resolves a name and runs every address through the :class:`~fetcher.ssrf.Guard`
-  (all must pass); :meth:`CheckedResolver.pin` makes the connector use exactly the
-  addresses a fetch checked, so the connection goes to a checked address while the
-  Host header and TLS SNI stay the hostname.
+  (all must pass), and keeps the guard's verdict with the cached answer, so a cached
+  look-up does not check again; :meth:`CheckedResolver.pin` makes the connector use
+  exactly the addresses a fetch checked (or the one of them a fetch is pinned to), so
+  the connection goes to a checked address while the Host header and TLS SNI stay the
+  hostname.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import heapq
 import ipaddress
 import logging
 import re
@@ -38,8 +47,9 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from common.addresses import Override as Override
 from common.addresses import normalise_host, parse_nameserver, parse_override
+from common.politeness import address_order
 from common.settings import FetcherSettings
-from fetcher.ssrf import Guard
+from fetcher.ssrf import Guard, SsrfBlockedError, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +59,59 @@ NEGATIVE_TTL = 30.0
 PARTIAL_TTL = 30.0
 """Seconds an answer stays cached when one of its two queries failed temporarily."""
 
+MAX_ADDRESSES = 32
+"""Addresses kept of one name's answer by default (``fetcher.dns_max_addresses``)."""
+
+MAX_CACHE_BYTES = 64 * 1024 * 1024
+"""Default bound of the cache's estimated size (``fetcher.dns_cache_max_bytes``)."""
+
+ENTRY_BYTES = 400
+"""Estimated bytes of one cache entry apart from its addresses: the entry object, its
+name as the key, the ordered dict's link, the tuples and the guard's verdict slot.
+Measured (tracemalloc) at about 310 bytes besides the name's characters; rounded up."""
+
+ADDRESS_BYTES = 72
+"""Estimated bytes of one kept address beyond its characters: a ``str`` object (49
+bytes of header for ASCII text) and its slot in the tuple (8), rounded up; an IPv4
+address in text is 7 to 15 characters more."""
+
 Clock = Callable[[], float]
+
+
+def cap_addresses(addresses: Sequence[str], limit: int) -> tuple[str, ...]:
+    """At most ``limit`` distinct addresses of ``addresses``, in the answer's order.
+
+    Pure. When there are more, the lowest are kept in the order the ``ip`` politeness
+    key reads them (:func:`common.politeness.address_order`: IPv4 first, then by
+    value), so the key's address (the lowest) is always among them and an answer whose
+    order rotates keeps the same set. A name with thousands of records therefore costs
+    no more to keep, check and connect to than one with ``limit``.
+    """
+    unique = tuple(dict.fromkeys(addresses))
+    if len(unique) <= limit:
+        return unique
+    kept = set(heapq.nsmallest(limit, unique, key=address_order))
+    return tuple(a for a in unique if a in kept)
+
+
+VERDICT_BYTES = 240
+"""Estimated bytes of one refused address's verdict kept with its entry (a
+:class:`~fetcher.ssrf.Verdict` and its texts)."""
+
+
+def entry_bytes(name: str, addresses: Sequence[str]) -> int:
+    """Pure: the estimated bytes one cache entry of ``name`` holds (an upper bound of
+    what ``tracemalloc`` measures for it, see :data:`ENTRY_BYTES`); what the cache's
+    byte bound counts."""
+    return ENTRY_BYTES + len(name) + sum(ADDRESS_BYTES + len(a) for a in addresses)
+
+
+def verdict_bytes(allowed: Sequence[str], refused: Sequence[Verdict]) -> int:
+    """Pure: the estimated bytes a kept verdict adds to its entry: ``allowed``
+    addresses held apart from the answer's own (none when the guard's text is the
+    answer's, the usual case), and each refused address's verdict."""
+    return (sum(ADDRESS_BYTES + len(a) for a in allowed)
+            + sum(VERDICT_BYTES + len(v.address) for v in refused))
 
 
 class DnsError(OSError):
@@ -152,6 +214,12 @@ class _Entry:
     addresses: tuple[str, ...]
     expires_at: float
     error: DnsError | None = None
+    size: int = 0  # estimated bytes (entry_bytes), counted in the cache's total
+    # the guard's verdict on ``addresses``, kept so that a cached look-up does not check
+    # again: the guard that gave it, and the allowed addresses or the refused verdicts
+    checked_by: Guard | None = None
+    allowed: tuple[str, ...] = ()
+    refused: tuple[Verdict, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +230,11 @@ class DnsStats:
     overrides: int  # answered by a fetcher.resolve entry
     literals: int  # IP-literal hosts
     size: int  # names in the cache
+    bytes: int = 0  # the cache's estimated size (entry_bytes of every entry)
+    checks: int = 0  # answers the SSRF guard checked (a cached verdict is not counted)
+    verdict_hits: int = 0  # checked look-ups answered with the cached verdict
+    evictions: int = 0  # entries dropped to keep within max_entries or max_bytes
+    capped: int = 0  # answers that had more than max_addresses addresses
 
 
 class Resolver:
@@ -171,9 +244,12 @@ class Resolver:
                  nameservers: Sequence[str] = (), overrides: Sequence[str] = (),
                  min_ttl: float = 60.0, max_ttl: float = 3600.0,
                  negative_ttl: float = NEGATIVE_TTL, partial_ttl: float = PARTIAL_TTL,
-                 max_entries: int = 100_000, clock: Clock = time.monotonic) -> None:
+                 max_entries: int = 100_000, max_bytes: int = MAX_CACHE_BYTES,
+                 max_addresses: int = MAX_ADDRESSES, clock: Clock = time.monotonic) -> None:
         if min_ttl > max_ttl:
             raise ValueError("min_ttl must not exceed max_ttl")
+        if max_addresses < 1:
+            raise ValueError("max_addresses must be at least 1")
         self._backend: DnsBackend = backend or AiodnsBackend(nameservers)
         self._overrides: dict[tuple[str, int | None], list[str]] = {}
         for entry in overrides:
@@ -184,11 +260,15 @@ class Resolver:
         self._negative_ttl = min(negative_ttl, max_ttl)
         self._partial_ttl = min(partial_ttl, max_ttl)
         self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        self._max_addresses = max_addresses
         self._clock = clock
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._bytes = 0
         self._inflight: dict[str, asyncio.Future[_Entry]] = {}
         self._hits = self._misses = self._negative_hits = 0
         self._override_hits = self._literals = 0
+        self._checks = self._verdict_hits = self._evictions = self._capped = 0
 
     @classmethod
     def from_settings(cls, settings: FetcherSettings, *, clock: Clock = time.monotonic,
@@ -197,18 +277,63 @@ class Resolver:
             backend = AiodnsBackend(settings.dns_servers,
                                     timeout=min(settings.connect_timeout, 5.0))
         return cls(backend=backend, overrides=settings.resolve,
-                   min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl, clock=clock)
+                   min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
+                   max_bytes=settings.dns_cache_max_bytes,
+                   max_addresses=settings.dns_max_addresses, clock=clock)
 
     @property
     def stats(self) -> DnsStats:
         return DnsStats(self._hits, self._misses, self._negative_hits, self._override_hits,
-                        self._literals, len(self._cache))
+                        self._literals, len(self._cache), self._bytes, self._checks,
+                        self._verdict_hits, self._evictions, self._capped)
 
     def clamp_ttl(self, ttl: float) -> float:
         return max(self._min_ttl, min(self._max_ttl, ttl))
 
     async def resolve(self, host: str, port: int | None = None) -> tuple[str, ...]:
-        """All addresses of ``host`` (IPv4 first, then IPv6); :class:`DnsError` if none."""
+        """All addresses of ``host`` (IPv4 first, then IPv6), at most ``max_addresses``;
+        :class:`DnsError` if none."""
+        addresses, _, _ = await self._lookup(host, port)
+        return addresses
+
+    async def resolve_checked(self, host: str, port: int | None, guard: Guard
+                              ) -> tuple[str, ...]:
+        """:meth:`resolve`, every address allowed by ``guard`` (else
+        :class:`~fetcher.ssrf.SsrfBlockedError`). The verdict is kept with the cached
+        answer, so until the answer expires a look-up by the same guard does not check
+        the addresses again."""
+        addresses, name, entry = await self._lookup(host, port)
+        if entry is not None and entry.checked_by is guard:
+            self._verdict_hits += 1
+            if entry.refused:
+                raise SsrfBlockedError(host, entry.refused)
+            return entry.allowed
+        self._checks += 1
+        try:
+            allowed = guard.check_all(host, addresses)
+        except SsrfBlockedError as exc:
+            if entry is not None:
+                self._keep_verdict(name, entry, guard, (), exc.verdicts)
+            raise
+        if entry is not None:
+            # the guard's text of an address is the answer's in practice: shared
+            self._keep_verdict(name, entry, guard,
+                               addresses if allowed == addresses else allowed, ())
+        return allowed
+
+    def _keep_verdict(self, name: str, entry: _Entry, guard: Guard,
+                      allowed: tuple[str, ...], refused: tuple[Verdict, ...]) -> None:
+        entry.checked_by, entry.allowed, entry.refused = guard, allowed, refused
+        extra = verdict_bytes(allowed if allowed is not entry.addresses else (), refused)
+        if extra and self._cache.get(name) is entry:
+            entry.size += extra
+            self._bytes += extra
+            self._shrink()
+
+    async def _lookup(self, host: str, port: int | None
+                      ) -> tuple[tuple[str, ...], str, _Entry | None]:
+        """The addresses of ``host``, its normalised name and the cache entry they came
+        from (None for a fixed answer or an IP literal)."""
         name = normalise_host(host)
         if not name:
             raise DnsError(host, "empty host name", not_found=True)
@@ -217,11 +342,11 @@ class Resolver:
             fixed = self._overrides.get((name, None))
         if fixed is not None:
             self._override_hits += 1
-            return tuple(fixed)
+            return tuple(fixed), name, None
         literal = ip_literal(name)
         if literal is not None:
             self._literals += 1
-            return (literal,)
+            return (literal,), name, None
         entry = self._cached(name)
         if entry is not None:
             self._hits += 1
@@ -238,7 +363,7 @@ class Resolver:
             entry = await asyncio.shield(task)
         if entry.error is not None:
             raise DnsError(host, entry.error.reason, not_found=entry.error.not_found)
-        return entry.addresses
+        return entry.addresses, name, entry
 
     def _query_done(self, name: str, task: asyncio.Future[_Entry]) -> None:
         if self._inflight.get(name) is task:
@@ -252,6 +377,7 @@ class Resolver:
             return None
         if entry.expires_at <= self._clock():
             del self._cache[name]
+            self._bytes -= entry.size
             return None
         self._cache.move_to_end(name)
         if entry.error is not None:
@@ -268,7 +394,10 @@ class Resolver:
             if not isinstance(err, DnsError):
                 raise err
         dns_errors = [e for e in errors if isinstance(e, DnsError)]
-        addresses = tuple(a for ans in answers for a in ans.addresses)
+        found = [a for ans in answers for a in ans.addresses]
+        addresses = cap_addresses(found, self._max_addresses)
+        if len(addresses) < len(found):
+            self._capped += 1
         now = self._clock()
         if addresses:
             ttl = self.clamp_ttl(min(ans.ttl for ans in answers if ans.addresses))
@@ -288,13 +417,49 @@ class Resolver:
     def _store(self, name: str, entry: _Entry) -> None:
         if entry.expires_at <= self._clock():
             return
+        old = self._cache.pop(name, None)
+        if old is not None:
+            self._bytes -= old.size
+        entry.size = entry_bytes(name, entry.addresses)
         self._cache[name] = entry
-        self._cache.move_to_end(name)
-        while len(self._cache) > self._max_entries:
-            self._cache.popitem(last=False)
+        self._bytes += entry.size
+        self._shrink()
+
+    def _shrink(self) -> None:
+        """Drop the least recently used entries until the cache is within
+        ``max_entries`` and ``max_bytes`` (the newest entry stays even when it alone is
+        over the bytes: an answer is capped, so it is never large)."""
+        while self._cache and (len(self._cache) > self._max_entries or (
+                self._bytes > self._max_bytes and len(self._cache) > 1)):
+            _, dropped = self._cache.popitem(last=False)
+            self._bytes -= dropped.size
+            self._evictions += 1
 
     async def close(self) -> None:
         await self._backend.close()
+
+
+def only_address(host: str, checked: Sequence[str], address: str | None
+                 ) -> tuple[str, ...]:
+    """Pure: of ``host``'s ``checked`` addresses, the one a fetch is pinned to.
+
+    With ``ip`` politeness keying a fetch connects to its key's ``address`` alone, so
+    that its request counts where the key says (falling back to another address would
+    let many names that share one server, each keyed on a different address, reach it
+    at once). :class:`DnsError` (temporary: the frontier keys the host again on its
+    retry) when the address is not among ``checked`` any more, or when ``address`` is
+    None: the task was keyed on its host because the name did not resolve then.
+    """
+    if address is None:
+        raise DnsError(host, "the name resolves now but did not when its fetch was "
+                       "dispatched (its politeness key is no address)", not_found=False)
+    wanted = ipaddress.ip_address(address.strip("[]"))
+    for each in checked:
+        with contextlib.suppress(ValueError):
+            if ipaddress.ip_address(each.split("%", 1)[0]) == wanted:
+                return (each,)
+    raise DnsError(host, f"no longer resolves to {wanted}, the address its politeness "
+                   "key was made from", not_found=False)
 
 
 _PIN: contextvars.ContextVar[tuple[str, tuple[str, ...]] | None] = contextvars.ContextVar(
@@ -318,8 +483,7 @@ class CheckedResolver(AbstractResolver):
     async def resolve_checked(self, host: str, port: int | None = None) -> tuple[str, ...]:
         """Addresses of ``host``, all allowed by the guard; raises :class:`DnsError` or
         :class:`~fetcher.ssrf.SsrfBlockedError` (no connection is attempted either way)."""
-        addresses = await self.resolver.resolve(host, port)
-        return self.guard.check_all(host, addresses)
+        return await self.resolver.resolve_checked(host, port, self.guard)
 
     @contextlib.contextmanager
     def pin(self, host: str, addresses: tuple[str, ...]) -> Iterator[None]:

@@ -5,7 +5,9 @@
 1. resolves the host through the DNS cache and checks every address with the SSRF
    guard (a refusal ends the fetch before any connection: ``SSRF_BLOCKED``);
 2. connects to exactly the checked addresses (:class:`fetcher.dns.CheckedResolver`),
-   and the connector checks the connected peer once more;
+   and the connector checks the connected peer once more; inside
+   :meth:`HttpFetcher.only_address` (``ip`` politeness keying) to the one address the
+   task's key names, or to none (a recorded ``DNS_ERROR``), never to another;
 3. sends ``User-Agent``, ``Accept``, ``Accept-Encoding: gzip, deflate, br`` and the
    conditional headers, with ``allow_redirects=False`` (each hop goes back to the
    frontier so robots.txt and politeness apply to it);
@@ -44,12 +46,14 @@ Decisions:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import email.utils
+import ipaddress
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
@@ -62,11 +66,12 @@ from aiohttp.http_exceptions import ContentEncodingError
 from aiohttp.tracing import Trace
 
 from common import urls
+from common.addresses import normalise_host
 from common.archive import Truncation
 from common.clock import wall_clock as crawl_clock
 from common.messages import FetchOutcome
 from common.settings import Settings
-from fetcher.dns import CheckedResolver, DnsError, Resolver
+from fetcher.dns import CheckedResolver, DnsError, Resolver, only_address
 from fetcher.ssrf import Guard, SsrfBlockedError
 
 log = logging.getLogger(__name__)
@@ -272,6 +277,22 @@ class _Attempt:
 _ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
     "fetcher_http_attempt", default=None)
 
+# (host name, the one address its fetches may connect to; None: none)
+_ONLY: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
+    "fetcher_http_only_address", default=None)
+
+STALE_POOLED = 8
+"""Pooled connections to another address than a fetch's pinned one closed at most
+before the fetch gives up (they are left from before its host's answer changed)."""
+
+
+def _same_address(a: str, b: str) -> bool:
+    try:
+        return ipaddress.ip_address(a.split("%", 1)[0]) == ipaddress.ip_address(
+            b.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+
 
 class _GuardedConnector(aiohttp.TCPConnector):
     """A TCPConnector that checks the connected peer with the guard and notes it.
@@ -286,13 +307,26 @@ class _GuardedConnector(aiohttp.TCPConnector):
 
     async def connect(self, req: ClientRequest, traces: list[Trace],
                       timeout: aiohttp.ClientTimeout) -> Connection:  # noqa: ASYNC109
-        conn = await super().connect(req, traces, timeout)
-        transport = conn.transport
-        peer = transport.get_extra_info("peername") if transport is not None else None
-        ip = peer[0] if isinstance(peer, tuple) and peer else None
-        if ip is None or not self._guard.check(ip).allowed:
+        only = _ONLY.get()
+        pinned = only[1] if only is not None and only[0] == normalise_host(
+            req.url.host or "") else None
+        for _ in range(STALE_POOLED + 1):
+            conn = await super().connect(req, traces, timeout)
+            transport = conn.transport
+            peer = transport.get_extra_info("peername") if transport is not None else None
+            ip = peer[0] if isinstance(peer, tuple) and peer else None
+            if ip is None or not self._guard.check(ip).allowed:
+                conn.close()
+                raise SsrfBlockedError(req.url.host or "", [self._guard.check(ip or "?")])
+            if pinned is None or _same_address(ip, pinned):
+                break
+            # a pooled connection made before the host's answer changed: closed, not
+            # used (the request must reach the address its politeness key names)
             conn.close()
-            raise SsrfBlockedError(req.url.host or "", [self._guard.check(ip or "?")])
+        else:
+            raise aiohttp.ClientConnectionError(
+                f"{req.url.host}: no connection to {pinned}, the address its politeness "
+                "key names")
         attempt = _ATTEMPT.get()
         if attempt is not None:
             attempt.peer_ip = ip
@@ -376,6 +410,20 @@ class HttpFetcher:
             raise RuntimeError("HttpFetcher.start() was not called")
         return self._session
 
+    @contextlib.contextmanager
+    def only_address(self, host: str, address: str | None) -> Iterator[None]:
+        """Within: fetches of ``host`` (a name, any port) connect to ``address`` alone, one
+        of its checked addresses, and to nothing when it is not among them or is None
+        (the fetch ends as ``DNS_ERROR``, no request sent); a failed connection is not
+        tried at another address. What ``ip`` politeness keying needs: the request
+        counts under the address its task's key names. Robots.txt fetched meanwhile
+        for the host is pinned the same way; other hosts (a redirect's) are not."""
+        token = _ONLY.set((normalise_host(host), address))
+        try:
+            yield
+        finally:
+            _ONLY.reset(token)
+
     async def ssrf_refusal(self, url: str) -> str | None:
         """Why the guard refuses the host of ``url``, or None when it does not.
 
@@ -456,6 +504,9 @@ class HttpFetcher:
         try:
             async with asyncio.timeout(self.settings.fetcher.total_timeout):
                 addresses = await self.checked.resolve_checked(target.host, target.port)
+                only = _ONLY.get()
+                if only is not None and only[0] == normalise_host(target.host):
+                    addresses = only_address(target.host, addresses, only[1])
                 token = _ATTEMPT.set(part.attempt)
                 try:
                     with self.checked.pin(target.host, addresses):

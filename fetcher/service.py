@@ -50,6 +50,7 @@ from common.messages import (
 )
 from common.metrics import Metrics
 from common.pagework import PageWork, ThreadPageWork, WorkContext
+from common.politeness import key_address, key_mode, split_host_key
 from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.settings import Settings
 from common.sitemaps import SITEMAP_MEDIA_TYPES, robots_sitemaps
@@ -217,6 +218,18 @@ class FetcherStage:
                                 content_hash=result.content_hash)
 
     async def fetch(self, task: FetchTask) -> FetchResult:
+        """The task's robots.txt (when not cached) and request. With ``ip`` politeness
+        keying both connect only to the address the task's key names
+        (:meth:`HttpFetcher.only_address`), so they reach the server the gate counted
+        them for."""
+        mode = key_mode(self.settings.politeness.key)
+        if mode != "ip" or task.politeness_key is None:
+            return await self._fetch(task)
+        name, _ = split_host_key(task.host)
+        with self.http.only_address(name, key_address(task.politeness_key, mode)):
+            return await self._fetch(task)
+
+    async def _fetch(self, task: FetchTask) -> FetchResult:
         try:
             decision = await self.robots.for_url(task.url)
         except ValueError as exc:

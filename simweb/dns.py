@@ -1,6 +1,7 @@
 """A tiny authoritative DNS responder on loopback (UDP) for the scenario's hosts.
 
-A queries for a known name answer its IPv4 address, AAAA queries its IPv6 address;
+A queries for a known name answer its IPv4 addresses, AAAA queries its IPv6 ones (a
+name may have several, answered in the order given);
 other types for a known name get an empty NOERROR answer (so resolvers do not treat
 the name as missing), and unknown names get NXDOMAIN. Every query is recorded.
 
@@ -14,7 +15,7 @@ import asyncio
 import ipaddress
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -48,14 +49,16 @@ class _Protocol(asyncio.DatagramProtocol):
 
 
 class DnsResponder:
-    """Answers DNS questions for ``answers`` (name -> IPv4 or IPv6 address)."""
+    """Answers DNS questions for ``answers`` (name -> IPv4 or IPv6 address, or a
+    sequence of them)."""
 
-    def __init__(self, answers: Mapping[str, str], *, ttl: int = 300,
+    def __init__(self, answers: Mapping[str, str | Sequence[str]], *, ttl: int = 300,
                  host: str = "127.0.0.1", port: int = 0) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"the DNS responder binds to loopback only, not {host!r}")
-        self._answers = {k.lower().rstrip("."): ipaddress.ip_address(v)
-                         for k, v in answers.items()}
+        self._answers = {k.lower().rstrip("."): tuple(
+            ipaddress.ip_address(a) for a in ((v,) if isinstance(v, str) else v))
+            for k, v in answers.items()}
         self.ttl = ttl
         self.host = host
         self._port = port
@@ -107,21 +110,22 @@ class DnsResponder:
         for question in request.questions:
             answers: list[str] = []
             name = str(question.qname).lower().rstrip(".")
-            address = self._answers.get(name)
+            addresses = self._answers.get(name)
             qtype = QTYPE.get(question.qtype, str(question.qtype))
-            if address is None:
+            if addresses is None:
                 rcode = RCODE.NXDOMAIN
-            elif address.version == 4 and question.qtype == QTYPE.A:
-                reply.add_answer(RR(question.qname, QTYPE.A, rdata=A(str(address)),
-                                    ttl=self.ttl))
-                answers.append(str(address))
-            elif address.version == 6 and question.qtype == QTYPE.AAAA:
-                reply.add_answer(RR(question.qname, QTYPE.AAAA, rdata=AAAA(str(address)),
-                                    ttl=self.ttl))
-                answers.append(str(address))
+            for address in addresses or ():
+                if address.version == 4 and question.qtype == QTYPE.A:
+                    reply.add_answer(RR(question.qname, QTYPE.A, rdata=A(str(address)),
+                                        ttl=self.ttl))
+                    answers.append(str(address))
+                elif address.version == 6 and question.qtype == QTYPE.AAAA:
+                    reply.add_answer(RR(question.qname, QTYPE.AAAA,
+                                        rdata=AAAA(str(address)), ttl=self.ttl))
+                    answers.append(str(address))
             with self._lock:
                 self._queries.append(DnsQuery(name, str(qtype),
-                                              "NXDOMAIN" if address is None else "NOERROR",
+                                              "NXDOMAIN" if addresses is None else "NOERROR",
                                               tuple(answers)))
         reply.header.rcode = rcode
         packed: bytes = reply.pack()

@@ -5,13 +5,17 @@ them, robots.txt requests included."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from common.messages import UrlStatus
+from crawler.embedded import crawl
 from simweb import Host, Page, SimWeb
+from simweb.dns import DnsResponder
 
-from .crawl_support import DELAY, host, run, scenario
+from .crawl_support import DELAY, absolute, host, read_state, run, scenario, settings_for
 
 PAGES = ("/", "/a", "/b")  # per host, robots.txt aside
 
@@ -68,3 +72,47 @@ async def test_a_page_budget_ends_a_crawl_with_hosts_waiting_for_their_address(
     # the crawl ended (hosts were still waiting for the address when the budget ran out)
     assert out.stats.fetched == 4
     assert sum(pages.values()) == 4
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("server", "answers"), [
+    # each name's lowest address (its key) is closed, the server is second: were a
+    # fetch to fall back to the second address, 12 keys would reach one server at once
+    ("127.0.0.200", lambda n: (f"127.0.0.{n}", "127.0.0.200")),
+    # the server is every name's lowest address (their shared key), a closed one first
+    ("127.0.0.2", lambda n: (f"127.0.0.{100 + n}", "127.0.0.2")),
+], ids=["key-address-closed", "key-address-serving"])
+async def test_ip_keying_connects_only_to_the_address_of_the_key(
+        tmp_path: Path, server: str, answers: Callable[[int], tuple[str, str]]) -> None:
+    """Names answering two addresses: each fetch goes to the address its politeness
+    key was made from, never to another one of the answer, so the server sees one
+    request at a time with the gap between, whichever names reach it."""
+    numbers = range(2, 14)
+    names = [f"v{n}.ip2.test" for n in numbers]
+    sites = [host(name, Page(path="/", links=("/a",), words=60), Page(path="/a", words=60),
+                  latency=0.2) for name in names]
+    async with SimWeb(scenario(*sites), host=server, dns=True) as web:
+        dns = DnsResponder({name: answers(n) for n, name in zip(numbers, names, strict=True)},
+                           ttl=60, host=server)
+        await dns.start()
+        try:
+            settings = settings_for(web, tmp_path, politeness={"key": "ip"}).replace(
+                fetcher={"dns_servers": (dns.server,), "allow_networks": ("127.0.0.0/8",)})
+            await crawl(settings, [absolute(web, f"{name}/") for name in names])
+        finally:
+            await dns.stop()
+        rows, _ = await read_state(settings)
+        in_flight = web.log.max_in_flight(None)
+        gap = web.log.min_gap(None, exclude_paths=())
+        reached = web.log.counts_by_host(exclude_paths=("/robots.txt",))
+
+    assert in_flight <= 1
+    assert gap is None or gap >= DELAY, gap
+    seeds = [r for r in rows.values() if r.url.endswith("/") and r.depth == 0]
+    assert len(seeds) == len(names)
+    assert all(r.status not in (UrlStatus.QUEUED, UrlStatus.IN_FLIGHT) for r in seeds)
+    if server == "127.0.0.2":  # the key's address serves: every page was fetched there
+        assert reached == {name: 2 for name in names}
+    else:  # nothing listens at the key's address: recorded failures, no request sent
+        assert reached == {}
+        assert all(r.status is UrlStatus.DEAD for r in seeds), [r.status for r in seeds]

@@ -710,3 +710,67 @@ async def test_robots_cache_over_http(server: Server, fetcher: HttpFetcher) -> N
     assert not later.fetched
     assert server.seen.paths().count("/robots.txt") == 1
     assert f"http://127.0.0.1:{server.port}" in store.rows
+
+
+# --- one address per fetch (ip politeness keying) ----------------------------------------
+
+
+@pytest.fixture
+async def twin() -> AsyncIterator[tuple[Server, Settings]]:
+    """The page server on 127.0.0.5 and 127.0.0.6 (one port, keep-alive), and settings
+    in which twin.test answers both, 127.0.0.5 first, and only these two are allowed."""
+    seen = Seen()
+    runner = web.AppRunner(make_app(seen), shutdown_timeout=1.0, access_log=None)
+    await runner.setup()
+    try:
+        first = web.TCPSite(runner, "127.0.0.5", 0)
+        await first.start()
+        port = runner.addresses[0][1]
+        await web.TCPSite(runner, "127.0.0.6", port).start()
+        yield Server(port, seen), settings(
+            allow_networks=("127.0.0.5/32", "127.0.0.6/32"),
+            resolve=("twin.test:*:127.0.0.5", "twin.test:*:127.0.0.6"))
+    finally:
+        await runner.cleanup()
+
+
+async def test_only_address_connects_to_that_address_alone(
+        twin: tuple[Server, Settings]) -> None:
+    server, fs = twin
+    async with HttpFetcher(fs) as f:
+        with f.only_address("twin.test", "127.0.0.6"):
+            pinned = await f.fetch(server.url("/page", "twin.test"))
+        unpinned = await f.fetch(server.url("/page", "twin.test"))
+    assert (pinned.outcome, pinned.peer_ip) == (FetchOutcome.OK, "127.0.0.6")
+    assert unpinned.peer_ip in ("127.0.0.5", "127.0.0.6")
+
+
+async def test_only_address_does_not_reuse_a_pooled_connection_to_another(
+        twin: tuple[Server, Settings]) -> None:
+    """A kept-alive connection to the host's earlier address is closed, not used, once
+    its fetches are pinned to another (the host's answer, and key, changed)."""
+    server, fs = twin
+    async with HttpFetcher(fs) as f:
+        with f.only_address("twin.test", "127.0.0.5"):
+            before = await f.fetch(server.url("/page", "twin.test"))
+        with f.only_address("twin.test", "127.0.0.6"):
+            after = await f.fetch(server.url("/page", "twin.test"))
+    assert (before.outcome, before.peer_ip) == (FetchOutcome.OK, "127.0.0.5")
+    assert (after.outcome, after.peer_ip) == (FetchOutcome.OK, "127.0.0.6")
+
+
+async def test_only_address_not_in_the_answer_sends_nothing(
+        twin: tuple[Server, Settings]) -> None:
+    server, fs = twin
+    async with HttpFetcher(fs) as f:
+        with f.only_address("twin.test", "127.0.0.7"):
+            moved = await f.fetch(server.url("/page", "twin.test"))
+        with f.only_address("twin.test", None):
+            unkeyed = await f.fetch(server.url("/page", "twin.test"))
+        with f.only_address("twin.test", "127.0.0.7"):
+            robots = await f.fetch_robots(server.url("/", "twin.test"))
+    assert moved.outcome is FetchOutcome.DNS_ERROR
+    assert moved.error is not None and "127.0.0.7" in moved.error
+    assert unkeyed.outcome is FetchOutcome.DNS_ERROR
+    assert robots.outcome is FetchOutcome.DNS_ERROR
+    assert server.seen.requests == []

@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
+import tracemalloc
 
 import pytest
 
+from common.politeness import politeness_key
 from common.settings import Settings
 from fetcher.dns import (
+    ENTRY_BYTES,
+    MAX_ADDRESSES,
     Answer,
     CheckedResolver,
     DnsError,
     Resolver,
+    cap_addresses,
+    entry_bytes,
     ip_literal,
+    only_address,
     parse_nameserver,
     parse_override,
 )
-from fetcher.ssrf import Guard, SsrfBlockedError
+from fetcher.ssrf import Guard, SsrfBlockedError, Verdict
 
 
 class FakeClock:
@@ -259,3 +267,184 @@ async def test_pin_returns_exactly_the_checked_addresses() -> None:
     assert backend.calls == []  # no second look-up
     with pytest.raises(DnsError):  # outside the pin it resolves (and here fails)
         await checked.resolve("pinned.test", 443, socket.AF_UNSPEC)
+
+
+# --- answers with thousands of records --------------------------------------------------
+
+
+def fat(prefix: int, count: int = 4000) -> tuple[str, ...]:
+    """``count`` public IPv4 addresses, highest first (so the lowest come last)."""
+    return tuple(f"{prefix}.{(j >> 8) & 255}.{j & 255}.1" for j in range(count))[::-1]
+
+
+class CountingGuard(Guard):
+    """The real guard, counting the addresses it is asked about."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.checked = 0
+
+    def check(self, ip: object) -> Verdict:
+        self.checked += 1
+        return super().check(ip)  # type: ignore[arg-type]
+
+
+def test_cap_keeps_the_lowest_addresses_in_answer_order() -> None:
+    answer = ("9.9.9.9", "2001:4860::1", "8.8.8.8", "1.1.1.1", "8.8.8.8", "4.4.4.4")
+    assert cap_addresses(answer, 3) == ("8.8.8.8", "1.1.1.1", "4.4.4.4")
+    assert cap_addresses(answer, 10) == ("9.9.9.9", "2001:4860::1", "8.8.8.8", "1.1.1.1",
+                                         "4.4.4.4")  # duplicates dropped
+    assert cap_addresses(("2001:4860::2", "2001:4860::1"), 1) == ("2001:4860::1",)
+
+
+def test_cap_keeps_the_ip_key_and_ignores_rotation() -> None:
+    answer = fat(20)
+    kept = cap_addresses(answer, MAX_ADDRESSES)
+    assert len(kept) == MAX_ADDRESSES
+    assert politeness_key("x.test", "ip", kept) == politeness_key("x.test", "ip", answer)
+    rotated = answer[1234:] + answer[:1234]
+    assert set(cap_addresses(rotated, MAX_ADDRESSES)) == set(kept)
+
+
+def test_entry_bytes_grows_with_the_addresses() -> None:
+    one = entry_bytes("a.test", ("93.184.216.34",))
+    assert one > ENTRY_BYTES
+    assert entry_bytes("a.test", ("93.184.216.34",) * 2) > one
+    assert entry_bytes("a-longer-name.test", ("93.184.216.34",)) > one
+
+
+async def test_an_answer_of_thousands_is_capped() -> None:
+    resolver, _, _ = make({"fat.test": {"A": Answer(fat(20), 60)}}, max_addresses=32)
+    addresses = await resolver.resolve("fat.test")
+    assert addresses == cap_addresses(fat(20), 32)
+    stats = resolver.stats
+    assert stats.capped == 1
+    assert stats.bytes == entry_bytes("fat.test", addresses)
+
+
+async def test_a_cached_answer_is_not_checked_again() -> None:
+    resolver, backend, _ = make({"fat.test": {"A": Answer(fat(20), 60)}},
+                                max_addresses=10_000)
+    guard = CountingGuard()
+    checked = CheckedResolver(resolver, guard)
+    first = await checked.resolve_checked("fat.test", 80)
+    assert len(first) == 4000 and guard.checked == 4000
+    for _ in range(20):
+        assert await checked.resolve_checked("fat.test", 80) == first
+    assert guard.checked == 4000  # the verdict came with the cached answer
+    assert (resolver.stats.checks, resolver.stats.verdict_hits) == (1, 20)
+    assert len(backend.calls) == 2  # one A and one AAAA query
+    # another guard does not take this one's verdict
+    other = CountingGuard(["20.0.0.0/8"])
+    await CheckedResolver(resolver, other).resolve_checked("fat.test", 80)
+    assert other.checked == 4000
+
+
+async def test_a_cached_refusal_is_not_checked_again() -> None:
+    resolver, _, clock = make({"mixed.test": {"A": Answer(("93.184.216.34", "10.0.0.1"),
+                                                          60)}})
+    guard = CountingGuard()
+    checked = CheckedResolver(resolver, guard)
+    for _ in range(3):
+        with pytest.raises(SsrfBlockedError, match=r"10\.0\.0\.1 \(private address\)"):
+            await checked.resolve_checked("Mixed.Test", 80)
+    assert guard.checked == 2
+    clock.now += 61  # expired: asked and checked again
+    with pytest.raises(SsrfBlockedError):
+        await checked.resolve_checked("mixed.test", 80)
+    assert guard.checked == 4
+
+
+async def test_cache_is_bounded_in_bytes_oldest_first() -> None:
+    table: dict[str, dict[str, Answer | DnsError]] = {
+        f"h{i}.test": {"A": Answer(fat(20 + i, 40), 60)} for i in range(6)}
+    size = entry_bytes("h0.test", cap_addresses(fat(20, 40), 8))
+    resolver, backend, _ = make(table, max_addresses=8, max_bytes=3 * size + 10)
+    for i in range(4):
+        await resolver.resolve(f"h{i}.test")
+    await resolver.resolve("h1.test")  # used: h2 is now the least recently used
+    await resolver.resolve("h4.test")
+    stats = resolver.stats
+    assert stats.size == 3 and stats.evictions == 2
+    assert stats.bytes <= 3 * size + 10
+    queried = len(backend.calls)
+    for name in ("h1.test", "h3.test", "h4.test"):  # still cached
+        await resolver.resolve(name)
+    assert len(backend.calls) == queried
+    await resolver.resolve("h2.test")  # evicted: asked again
+    assert len(backend.calls) == queried + 2
+
+
+async def test_byte_count_follows_expiry_and_verdicts() -> None:
+    resolver, _, clock = make({"a.test": {"A": Answer(("93.184.216.34",), 10)},
+                               "bad.test": {"A": Answer(("10.0.0.1",), 10)}})
+    checked = CheckedResolver(resolver, Guard())
+    await checked.resolve_checked("a.test", 80)
+    assert resolver.stats.bytes == entry_bytes("a.test", ("93.184.216.34",))
+    with pytest.raises(SsrfBlockedError):
+        await checked.resolve_checked("bad.test", 80)
+    grown = resolver.stats.bytes
+    assert grown > entry_bytes("a.test", ("93.184.216.34",)) + entry_bytes(
+        "bad.test", ("10.0.0.1",))  # the refused verdict is counted too
+    clock.now += 11  # both expired: asked again, and stored without a verdict
+    await resolver.resolve("a.test")
+    await resolver.resolve("bad.test")
+    assert resolver.stats.bytes == entry_bytes("a.test", ("93.184.216.34",)) + entry_bytes(
+        "bad.test", ("10.0.0.1",))
+
+
+class FreshBackend:
+    """``count`` public addresses for any name, as new strings each time (as c-ares
+    hands them over)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    async def query(self, host: str, qtype: str) -> Answer:
+        if qtype != "A":
+            return Answer((), 60)
+        i = int(host.split("-")[1].split(".")[0])
+        return Answer(tuple(f"{20 + i % 50}.{i % 250}.{j >> 8}.{j & 255}"
+                            for j in range(self.count)), 60)
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("count", [1, 32, 4000])
+async def test_entry_bytes_is_not_below_what_entries_hold(count: int) -> None:
+    """The estimate the byte bound counts is at least what the entries take in memory
+    (tracemalloc), verdicts included: for one address, and for answers capped at 32."""
+    resolver = Resolver(backend=FreshBackend(count), max_addresses=32)
+    checked = CheckedResolver(resolver, Guard())
+    names = [f"name-{i:05d}.example.test" for i in range(300 if count < 100 else 40)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for name in names:
+            await checked.resolve_checked(name, 80)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held <= resolver.stats.bytes, (held, resolver.stats.bytes)
+    assert resolver.stats.bytes <= 2 * held  # an estimate, not a guess
+
+
+def test_only_address_picks_the_key_address() -> None:
+    checked = ("127.0.0.5", "127.0.0.6", "2001:db8::1")
+    assert only_address("a.test", checked, "127.0.0.6") == ("127.0.0.6",)
+    assert only_address("a.test", checked, "[2001:DB8::1]") == ("2001:db8::1",)
+    with pytest.raises(DnsError, match=r"no longer resolves to 127\.0\.0\.7") as moved:
+        only_address("a.test", checked, "127.0.0.7")
+    assert not moved.value.not_found  # temporary: retried, keyed again
+    with pytest.raises(DnsError, match="did not when its fetch was dispatched"):
+        only_address("a.test", checked, None)
+
+
+def test_from_settings_reads_the_dns_bounds() -> None:
+    settings = Settings().replace(fetcher={"dns_max_addresses": 4,
+                                           "dns_cache_max_bytes": 10_000})
+    resolver = Resolver.from_settings(settings.fetcher, backend=FakeBackend({}))
+    assert (resolver._max_addresses, resolver._max_bytes) == (4, 10_000)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from common.politeness import key_mode, partition_key, politeness_key, split_host_key, task_route
+from common.politeness import (
+    key_address,
+    key_mode,
+    partition_key,
+    politeness_key,
+    split_host_key,
+    task_route,
+)
 from common.ring import HostRing
 from common.settings import Settings, SettingsError
 
@@ -86,3 +93,14 @@ def test_fetch_tasks_go_by_address_only_with_ip_keying() -> None:
     hosts = [f"h{i}.test" for i in range(40)]
     assert len({ring(task_route(h, "127.0.0.1", "ip")) for h in hosts}) == 1
     assert len({ring(task_route(h, None, "host")) for h in hosts}) > 1
+
+
+def test_key_address_is_the_address_an_ip_key_names() -> None:
+    assert key_address("93.184.216.34", "ip") == "93.184.216.34"
+    assert key_address("2001:DB8::1", "ip") == "2001:db8::1"
+    assert key_address("[::1]", "ip") == "::1"
+    # the host's own key (its name did not resolve), no key, other modes: no address
+    assert key_address("news.test:8080", "ip") is None
+    assert key_address(None, "ip") is None
+    assert key_address("93.184.216.34", "domain") is None
+    assert key_address("93.184.216.34", "host") is None
