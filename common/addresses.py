@@ -9,6 +9,8 @@ the fetcher applies when it uses them. Each raises ``ValueError`` naming the ent
 from __future__ import annotations
 
 import ipaddress
+import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -88,3 +90,40 @@ def parse_override(entry: str) -> Override:
     else:
         raise ValueError(f"bad resolve entry {entry!r}: bad port {port_text!r}")
     return Override(normalise_host(host), port, str(addr))
+
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_.])?")
+
+
+def host_or_address(text: str) -> bool:
+    """A host name or an IP address (IPv6 with or without brackets)."""
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        ipaddress.ip_address(bare)
+        return True
+    except ValueError:
+        return _HOST_NAME.fullmatch(text) is not None
+
+
+def s3_endpoint_problem(text: str) -> str | None:
+    """What is wrong with an S3 endpoint URL (None: nothing). Wanted: ``http://host`` or
+    ``https://host`` with an optional port, no path; the S3 client aborts the process on
+    a port or address it cannot parse, so those are refused here. A user name or password
+    in it is refused without quoting the value: keys belong in the credentials file or
+    the AWS_* variables, never in a setting that shows up in errors and logs."""
+    if "@" in text:
+        return ("must not carry a user name or password (user:password@); give the keys "
+                "in CRAWLER_BLOB_S3_CREDENTIALS_FILE or AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY")
+    expected = f"expected http://host[:port] or https://host[:port], got {text!r}"
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return expected
+    host = parts.hostname or ""
+    if (parts.scheme not in ("http", "https") or not host or parts.path not in ("", "/")
+            or parts.query or parts.fragment or "#" in text or "?" in text
+            or port == 0 or not host_or_address(host)):
+        return expected
+    return None

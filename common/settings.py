@@ -17,18 +17,22 @@ rather than failing later.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import math
 import os
 import re
 import types
 import typing
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from common.addresses import parse_nameserver, parse_network, parse_override
+from common.addresses import (
+    host_or_address,
+    parse_nameserver,
+    parse_network,
+    parse_override,
+    s3_endpoint_problem,
+)
 from common.patterns import compile_operator_pattern  # RE2: linear-time matching
 from common.scope import rules_from_settings
 from common.settingsbase import PREFIX, SettingsError, env_name, redact_userinfo
@@ -639,47 +643,12 @@ _KAFKA_TOPIC_MAX = 249
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # common.adapters.local_blobs
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")  # RFC 9309 2.2.1 (common.robots)
 _HTTP_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 5.6.2
-_HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_.])?")
 _MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 CONSISTENCY_LEVELS = ("ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM",
                       "EACH_QUORUM", "SERIAL", "LOCAL_SERIAL", "LOCAL_ONE")
 """Cassandra's consistency level names (cassandra.ConsistencyLevel)."""
 LONGEST_TOPIC = "discovered"
 """The longest topic name after the prefix (common.messages.Topic), for the length cap."""
-
-
-def _host_or_address(text: str) -> bool:
-    """A host name or an IP address (IPv6 with or without brackets)."""
-    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
-    try:
-        ipaddress.ip_address(bare)
-        return True
-    except ValueError:
-        return _HOST_NAME.fullmatch(text) is not None
-
-
-def s3_endpoint_problem(text: str) -> str | None:
-    """What is wrong with an S3 endpoint URL (None: nothing). Wanted: ``http://host`` or
-    ``https://host`` with an optional port, no path; the S3 client aborts the process on
-    a port or address it cannot parse, so those are refused here. A user name or password
-    in it is refused without quoting the value: keys belong in the credentials file or
-    the AWS_* variables, never in a setting that shows up in errors and logs."""
-    if "@" in text:
-        return ("must not carry a user name or password (user:password@); give the keys "
-                "in CRAWLER_BLOB_S3_CREDENTIALS_FILE or AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY")
-    expected = f"expected http://host[:port] or https://host[:port], got {text!r}"
-    try:
-        parts = urllib.parse.urlsplit(text)
-        port = parts.port
-    except ValueError:
-        return expected
-    host = parts.hostname or ""
-    if (parts.scheme not in ("http", "https") or not host or parts.path not in ("", "/")
-            or parts.query or parts.fragment or "#" in text or "?" in text
-            or port == 0 or not _host_or_address(host)):
-        return expected
-    return None
 
 
 def _validate_structured(s: Settings) -> None:
@@ -734,8 +703,8 @@ def _validate_structured(s: Settings) -> None:
     def host(text: str) -> None:
         bare = text.removeprefix(".")
         name, sep, port = bare.rpartition(":")
-        if not (_host_or_address(bare) or (sep and port.isdigit()
-                                           and _host_or_address(name))):
+        if not (host_or_address(bare) or (sep and port.isdigit()
+                                           and host_or_address(name))):
             raise ValueError(f"not a host name (or host:port): {text!r}")
 
     each("traps", "blocked_hosts", s.traps.blocked_hosts, host)
@@ -757,7 +726,7 @@ def _validate_structured(s: Settings) -> None:
         raise SettingsError("CRAWLER_STORE_CASSANDRA_HOSTS: must name at least one host")
 
     def contact_point(text: str) -> None:
-        if not _host_or_address(text):
+        if not host_or_address(text):
             raise ValueError(f"not a host name or address: {text!r}")
 
     each("store", "cassandra_hosts", st.cassandra_hosts, contact_point)
@@ -774,7 +743,7 @@ def _validate_structured(s: Settings) -> None:
     for server in b.kafka_bootstrap.split(","):
         address = re.sub(r"^[A-Za-z_]+://", "", server.strip())
         name, sep, port = address.rpartition(":")
-        if not (sep and port.isdigit() and 0 < int(port) < 65536 and _host_or_address(name)):
+        if not (sep and port.isdigit() and 0 < int(port) < 65536 and host_or_address(name)):
             raise SettingsError(f"CRAWLER_BUS_KAFKA_BOOTSTRAP: expected host:port[,host:port"
                                 f"...], got {b.kafka_bootstrap!r}")
 
@@ -783,7 +752,7 @@ def _validate_structured(s: Settings) -> None:
                             "names: use 1-64 letters, digits, '_', '.', '-' (not first)")
     for section, key in (("metrics", "host"), ("api", "host")):
         value = getattr(getattr(s, section), key)
-        if not _host_or_address(value):
+        if not host_or_address(value):
             raise SettingsError(f"{env_name(section, key)}: expected an address to listen on, "
                                 f"got {value!r}")
     if any(ch.isspace() for ch in s.api.token):
