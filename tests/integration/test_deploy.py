@@ -77,7 +77,9 @@ def _container(dep: dict[str, Any]) -> dict[str, Any]:
 # --- compose ------------------------------------------------------------------------
 
 def test_compose_file_is_valid_compose(compose_schema: dict[str, Any]) -> None:
-    for env in ({"CRAWLER_API_TOKEN": "t"}, cd.read_env_file(cd.DEMO_ENV)):
+    # compose requires a Grafana admin password: the demo's env file names none
+    for env in ({"CRAWLER_API_TOKEN": "t", "GRAFANA_ADMIN_PASSWORD": "p"},
+                {**cd.read_env_file(cd.DEMO_ENV), "GRAFANA_ADMIN_PASSWORD": "p"}):
         assert cd.compose_schema_problems(cd.load_compose(env), compose_schema) == []
 
 
@@ -96,7 +98,7 @@ def test_compose_file_is_valid_compose(compose_schema: dict[str, Any]) -> None:
 def test_compose_schema_catches_breakage(compose_schema: dict[str, Any],
                                          change: Callable[[dict[str, Any]], None],
                                          expected: str) -> None:
-    doc = cd.load_compose({"CRAWLER_API_TOKEN": "t"})
+    doc = cd.load_compose({"CRAWLER_API_TOKEN": "t", "GRAFANA_ADMIN_PASSWORD": "p"})
     change(doc)
     problems = cd.compose_schema_problems(doc, compose_schema)
     assert any(expected in p for p in problems), problems
