@@ -35,11 +35,11 @@ from common.addresses import (
 )
 from common.patterns import compile_operator_pattern  # RE2: linear-time matching
 from common.scope import rules_from_settings
-from common.settingsbase import PREFIX, SettingsError, env_name, redact_userinfo
+from common.settingsbase import PREFIX as PREFIX  # re-exported: the names users know
+from common.settingsbase import SettingsError as SettingsError
+from common.settingsbase import env_name as env_name
+from common.settingsbase import redact_userinfo as redact_userinfo
 from common.urls import DEFAULT_TRACKING_PARAMS, TrackingRules
-
-# re-exported: the names users know
-__all__ = ["PREFIX", "SettingsError", "env_name", "redact_userinfo"]
 
 T = TypeVar("T")
 
