@@ -3,12 +3,16 @@
 Starts one process per service (``python -m crawler frontier`` and ``fetcher``, which parses and
 judges pages itself; also ``parser`` and ``dedup`` when
 ``CRAWLER_FETCHER_PARSE_INLINE=false``) on the local Kafka and Cassandra with a topic
-prefix and keyspace of its own, seeds the crawl (``crawler seed``), waits until nothing
+prefix and keyspace of its own, waits until every service answers ``/readyz`` (the
+start-up, timed on its own), seeds the crawl (``crawler seed``), waits until nothing
 is queued, in flight or awaiting parse (read from Cassandra, several polls in a row),
 stops the services with SIGTERM and waits for each. It writes ``report.json`` into
-``meta_dir``: CPU and peak memory of every service process (from ``wait4``), and its own
-CPU, which the benchmark leaves out. Finally the keyspace and topics of the run are
-dropped.
+``meta_dir``: CPU and peak memory of every service process (from ``wait4``, start-up
+and shut-down included), its own CPU, which the benchmark leaves out, the start-up
+time, the crawl time (from the seed to the first of the quiet polls) and the CPU the
+Kafka and Cassandra servers spent in that time (``infra_pids`` of the config). Finally
+the keyspace and topics of the run are dropped: that is the benchmark's housekeeping,
+outside every figure.
 
 Settings come from the CRAWLER_* environment (the same as the embedded runs) plus the
 config's ``env`` (backends, topics, keyspace).
@@ -17,6 +21,7 @@ config's ``env`` (backends, topics, keyspace).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -29,6 +34,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.servers import cpu_sample
 from common.settings import Settings
 from frontier.stats import collect
 
@@ -63,6 +69,28 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
+def wait_ready(procs: dict[str, subprocess.Popen[bytes]], ports: dict[str, int], *,
+               limit: float) -> None:
+    """Wait until every service answers ``GET /readyz`` with 200 (connected to the bus
+    and the store), as a deployed cluster is before a crawl is seeded into it."""
+    deadline = time.monotonic() + limit
+    waiting = set(procs)
+    while waiting:
+        gone = exited(procs)
+        if gone:
+            raise RuntimeError(f"service {gone} exited while starting")
+        for name in sorted(waiting):
+            with contextlib.suppress(OSError, ValueError):
+                url = f"http://127.0.0.1:{ports[name]}/readyz"
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        waiting.discard(name)
+        if waiting and time.monotonic() > deadline:
+            raise TimeoutError(f"not ready after {limit:.0f} s: {', '.join(sorted(waiting))}")
+        if waiting:
+            time.sleep(0.05)
+
+
 def exited(procs: dict[str, subprocess.Popen[bytes]]) -> str | None:
     """The name of a service that ended, looking without reaping it (WNOWAIT), so
     ``wait4`` can still collect its resource usage."""
@@ -74,9 +102,12 @@ def exited(procs: dict[str, subprocess.Popen[bytes]]) -> str | None:
 
 
 async def wait_done(settings: Settings, procs: dict[str, subprocess.Popen[bytes]],
-                    limit: float, quiet_polls: int = 3, poll: float = 0.5) -> Any:
+                    limit: float, quiet_polls: int = 3,
+                    poll: float = 0.5) -> tuple[Any, float]:
     """Poll the crawl's figures (one store connection for every poll) until nothing
-    is queued, in flight or awaiting parse ``quiet_polls`` times in a row."""
+    is queued, in flight or awaiting parse ``quiet_polls`` times in a row; the last
+    figures and the monotonic time of the first poll of that quiet run (when the crawl
+    was seen to be done)."""
     from common.runtime import make_store
 
     store = make_store(settings)
@@ -88,12 +119,14 @@ async def wait_done(settings: Settings, procs: dict[str, subprocess.Popen[bytes]
 
 
 async def _wait_done(store: Any, procs: dict[str, subprocess.Popen[bytes]], limit: float,
-                     quiet_polls: int, poll: float) -> Any:
+                     quiet_polls: int, poll: float) -> tuple[Any, float]:
     deadline = time.monotonic() + limit
     quiet = 0
     stats = None
+    idle_since = 0.0
     while time.monotonic() < deadline:
         await asyncio.sleep(poll)
+        polled = time.monotonic()
         gone = exited(procs)
         if gone:
             raise RuntimeError(f"service {gone} exited")
@@ -104,8 +137,10 @@ async def _wait_done(store: Any, procs: dict[str, subprocess.Popen[bytes]], limi
         idle = (stats.known_urls > 0 and stats.queued == 0 and stats.in_flight == 0
                 and stats.awaiting_parse == 0)
         quiet = quiet + 1 if idle else 0
+        if quiet == 1:
+            idle_since = polled
         if quiet >= quiet_polls:
-            return stats
+            return stats, idle_since
     raise TimeoutError(f"the cluster crawl did not finish in {limit:.0f} s: {stats}")
 
 
@@ -180,13 +215,23 @@ def main(argv: list[str]) -> int:
                                            env={**env, "CRAWLER_METRICS_PORT": str(ports[name])},
                                            stdout=f,
                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        spawned = time.monotonic()
+        wait_ready(procs, ports, limit=120.0)
+        report["start_seconds"] = time.monotonic() - spawned
         seeds = [s for s in Path(cfg["seeds_file"]).read_text().splitlines() if s.strip()]
+        infra = {name: int(pid) for name, pid in (cfg.get("infra_pids") or {}).items()}
+        infra0 = {name: cpu_sample(pid) for name, pid in infra.items()}
         started = time.monotonic()
         seed = subprocess.Popen([sys.executable, "-m", "crawler.cli", "seed", *seeds], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         reap("seed", seed, 300)
-        stats = asyncio.run(wait_done(settings, procs, float(cfg.get("timeout", 3600))))
-        report["crawl_seconds"] = time.monotonic() - started
+        stats, done_at = asyncio.run(wait_done(settings, procs,
+                                               float(cfg.get("timeout", 3600))))
+        report["crawl_seconds"] = done_at - started
+        infra1 = {name: cpu_sample(pid) for name, pid in infra.items()}
+        if infra and all(infra0[n][0] and infra0[n][0] == infra1[n][0] for n in infra):
+            report["infra_cpu_during_crawl"] = {n: infra1[n][1] - infra0[n][1]
+                                                for n in infra}
         report["stats"] = {"fetched": stats.fetched, "known_urls": stats.known_urls,
                            "exact_duplicates": stats.exact_duplicates,
                            "robots_blocked": stats.robots_blocked}

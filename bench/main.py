@@ -457,6 +457,7 @@ class Bench:
         config = meta / "config.json"
         config.write_text(json.dumps({"meta_dir": str(meta), "env": env,
                                       "seeds_file": str(self.seeds_file()),
+                                      "infra_pids": infra_pids(),
                                       "timeout": self.run_timeout() - 60}))
         return Crawl(name="cluster", cwd=REPO, out_dir=out,
                      log_path=VAR / "logs" / f"cluster-{run}.log",
@@ -470,9 +471,10 @@ class Bench:
     def cluster_ready(self) -> str | None:
         """None when cluster mode can run; else why not."""
         missing = [svc for svc in ("frontier", "fetcher", "parser", "dedup")
-                   if not (REPO / svc / "__main__.py").exists()]
+                   if not (REPO / "crawler" / "roles" / f"{svc}.py").exists()]
         if missing:
-            return f"no cluster entry point for {', '.join(missing)} (python -m ...)"
+            return (f"no cluster role for {', '.join(missing)} "
+                    "(python -m crawler <role>)")
         cli = (REPO / "crawler" / "cli.py").read_text()
         if '"seed"' not in cli:
             return "no `crawler seed` command to put seeds into a running cluster"

@@ -365,7 +365,10 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
           f"{cfg.get('runs')} runs per tool, alternating "
           f"({', '.join(summary)} then the reverse order). Pages per second count every "
           "page request the server saw (robots.txt not included) over the whole run, "
-          "start-up included. CPU is user + system time of the crawler's processes "
+          "start-up included; for the cluster, whose services run before a crawl is "
+          "seeded into them, from the seed to the crawl seen done, with the services' "
+          "start-up (spawned to every one answering `/readyz`) given on its own below. "
+          "CPU is user + system time of the crawler's processes "
           "(`wait4`), memory the peak resident set of the crawler's processes together "
           "(sampled every 50 ms, and never less than `ru_maxrss`; in embedded mode the "
           "main process and its page worker, in cluster mode the sum of the service "
@@ -415,8 +418,19 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
         if infra:
             total = sum(r["infra_cpu_seconds"] for r in infra) / len(infra)
             w(f"Cluster runs also used {_f(total)} CPU seconds of Kafka and Cassandra per "
-              "run on average (not included above; read from their processes, so it also "
-              "counts anything else those servers did meanwhile).\n")
+              "run on average (not included above; read from their processes from the "
+              "seed to the crawl done, so it also counts anything else those servers did "
+              "meanwhile, but not the keyspace and topics the benchmark creates and drops "
+              "around each run).\n")
+        started = [r for r in results.get("runs", []) if r.get("start_seconds")]
+        if started:
+            starts = sorted(r["start_seconds"] for r in started)
+            walls = sorted(r["process_wall_seconds"] for r in started
+                           if r.get("process_wall_seconds"))
+            w(f"Cluster start-up (services spawned to every one ready): median "
+              f"{_f(starts[len(starts) // 2])} s; each cluster run's whole time, start-up, "
+              "shut-down and the benchmark's keyspace and topic clean-up included: "
+              + ", ".join(f"{_f(x)} s" for x in walls) + ".\n")
 
     out.extend(cluster_cost_lines(results))
     out.extend(cluster_profile_lines(results))
