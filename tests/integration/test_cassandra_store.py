@@ -171,8 +171,8 @@ async def test_open_refuses_a_keyspace_of_the_old_layout(settings: StoreSettings
     await cql(session, f"INSERT INTO {ks}.schema_version (name, version, buckets) "
                        "VALUES ('crawler', 1, 16)")
     store = CassandraStateStore(settings)
-    with pytest.raises(SchemaError, match="schema version 1 has the old layout.*new "
-                                          "keyspace"):
+    with pytest.raises(SchemaError, match=r"schema version 1 has the old layout.*new "
+                                          r"keyspace"):
         await store.open()
     tables = await cql(session, "SELECT table_name FROM system_schema.tables "
                                 "WHERE keyspace_name = %s", (ks,))
