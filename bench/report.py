@@ -608,7 +608,7 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
 TARGET_PAGES_PER_SECOND = 25_000  # the design seed's crawl rate, for the projection
 
 STORE_CALLS_WHY: dict[str, str] = {
-    "put_url_and_host": "frontier: one logged batch when a URL is dispatched (the URL in "
+    "put_url_and_host": "frontier: one single-partition batch when a URL is dispatched (the URL in "
     "flight and the host's lease, which a new owner waits out after a crash) and one with "
     "its result and verdict (the URL's final state, the host's next allowed time and "
     "page count, and a unique page's near-duplicate index entries, which the fetcher "

@@ -27,13 +27,13 @@ import pytest
 from cassandra.query import BatchStatement
 
 from common.adapters.cassandra import (
-    STATUS_BUCKETS,
+    SCHEMA_VERSION,
     TABLES,
     CassandraStateStore,
     CassandraUnavailableError,
 )
 from common.adapters.cassandra.session import overlapping_read
-from common.messages import Reason, RecordPointer, UrlStatus
+from common.messages import NearIndex, Reason, RecordPointer, UrlStatus
 from common.ports import HostState, SchemaError, UrlState
 from common.settings import StoreSettings
 from tests.conftest import unavailable
@@ -122,7 +122,7 @@ async def test_open_creates_the_schema_and_is_idempotent(settings: StoreSettings
     assert replication["class"].endswith("SimpleStrategy")
     assert replication["replication_factor"] == str(settings.replication_factor)
     assert await cql(session, f"SELECT name, version, buckets FROM {ks}.schema_version") == [
-        ("crawler", 1, STATUS_BUCKETS)]
+        ("crawler", SCHEMA_VERSION, 1)]
 
 
 async def test_open_adds_a_missing_column(settings: StoreSettings, session: Any) -> None:
@@ -157,6 +157,26 @@ async def test_open_refuses_a_newer_schema(settings: StoreSettings, session: Any
     with pytest.raises(SchemaError, match="newer"):
         await store.open()
     await store.close()
+
+
+async def test_open_refuses_a_keyspace_of_the_old_layout(settings: StoreSettings,
+                                                        session: Any) -> None:
+    """A version 1 keyspace (statuses by (host, status), counts by status bucket) is
+    refused with a clear error before anything is created in it."""
+    ks = settings.keyspace
+    await cql(session, f"CREATE KEYSPACE {ks} WITH replication = "
+                       "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    await cql(session, f"CREATE TABLE {ks}.schema_version (name text PRIMARY KEY, "
+                       "version int, buckets int)")
+    await cql(session, f"INSERT INTO {ks}.schema_version (name, version, buckets) "
+                       "VALUES ('crawler', 1, 16)")
+    store = CassandraStateStore(settings)
+    with pytest.raises(SchemaError, match=r"schema version 1 has the old layout.*new "
+                                          r"keyspace"):
+        await store.open()
+    tables = await cql(session, "SELECT table_name FROM system_schema.tables "
+                                "WHERE keyspace_name = %s", (ks,))
+    assert tables == [("schema_version",)]
 
 
 async def test_open_refuses_a_table_of_another_shape(settings: StoreSettings,
@@ -248,9 +268,9 @@ async def _check_derived(session: Any, store: CassandraStateStore) -> None:
                   ) == sorted((h, n, u) for h, u, *_, n in queued)
     assert sorted(await cql(session, f"SELECT host, status, url FROM {ks}.url_by_status")
                   ) == sorted((h, st, u) for h, u, st, *_ in state if st != "queued")
-    counts = {(st, b, h, r): n for st, b, h, r, n in await cql(
-        session, f"SELECT status, bucket, host, reason, n FROM {ks}.url_counts") if n}
-    expected = Counter((st, store.bucket(h), h, r or "") for h, _, st, r, *_ in state)
+    counts = {(h, st, r): n for h, st, r, n in await cql(
+        session, f"SELECT host, status, reason, n FROM {ks}.host_counts") if n}
+    expected = Counter((h, st, r or "") for h, _, st, r, *_ in state)
     assert counts == dict(expected)
 
 
@@ -433,6 +453,67 @@ async def test_an_owner_writes_its_rows_without_reading_them_back(
         assert (await fresh.count_urls()) == {("done", ""): 1}
 
 
+async def test_an_owner_does_not_read_rows_it_knows_do_not_exist(
+        settings: StoreSettings) -> None:
+    """While every row of a host is held (its counts add up to the rows held), a URL
+    not held has no row: adding it reads nothing."""
+    sent = Statements()
+    async with CassandraStateStore(settings, row_cache=100, on_statement=sent) as store:
+        await store.add_urls([row("n.example", "/")])
+        sent.take()
+        await store.add_urls([row("n.example", "/2"), row("n.example", "/3")])
+        assert sent.take() == ["batch"]
+        assert [r.url for r in await store.add_urls([row("n.example", "/2")])] == []
+        assert sent.take() == []
+    async with CassandraStateStore(settings, row_cache=100, on_statement=sent) as other:
+        # a host with rows this writer does not hold: they are read
+        await other.get_url("n.example", "http://n.example/")
+        sent.take()
+        assert [r.url for r in await other.add_urls(
+            [row("n.example", "/"), row("n.example", "/4")])] == ["http://n.example/4"]
+        assert sent.take() == ["read", "read", "batch"]
+        await _check_derived_counts(other, {("queued", ""): 4})
+
+
+async def _check_derived_counts(store: CassandraStateStore,
+                                expected: dict[tuple[str, str], int]) -> None:
+    assert await store.count_urls() == expected
+
+
+async def test_every_logged_batch_is_one_partition(settings: StoreSettings) -> None:
+    """Every table written with a host's URL rows is keyed by the host, so each logged
+    batch is one mutation (no batch log); only a batch that carries a page's
+    near-duplicate index entries spans partitions, and it is unlogged."""
+    async with CassandraStateStore(settings, row_cache=100) as store:
+        real = store._send
+        seen: list[tuple[str, set[bytes]]] = []
+
+        async def look(statement: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(statement, BatchStatement):
+                # every table's partition key is its first bound value here
+                keys = {bytes(values[0])
+                        for _, _, values in statement._statements_and_parameters}
+                seen.append((statement.batch_type.name, keys))
+            return await real(statement, *args, **kwargs)
+
+        store._send = look  # type: ignore[method-assign]
+        added = await store.add_urls([row("p.example", f"/{i}") for i in range(40)]
+                                     + [row("q.example", "/")])
+        first = added[0]
+        first.status = UrlStatus.IN_FLIGHT
+        await store.put_url_and_host(first, HostState(host="p.example", lease_until=9.0))
+        first.status, first.simhash = UrlStatus.DONE, 5
+        await store.put_url_and_host(
+            first, HostState(host="p.example", page_count=1),
+            index=NearIndex(keys=[1, 2], sketch=b"s"))
+        await store.put_urls([msgspec.structs.replace(r, status=UrlStatus.REJECTED,
+                                                      reason=Reason.HOST_CAP)
+                              for r in added[1:]])
+        logged = [keys for kind, keys in seen if kind == "LOGGED"]
+        assert len(logged) >= 5 and all(len(keys) == 1 for keys in logged), seen
+        assert [len(keys) > 1 for kind, keys in seen if kind == "UNLOGGED"] == [True]
+
+
 async def test_an_owner_forgets_its_rows_when_its_hosts_change(settings: StoreSettings) -> None:
     sent = Statements()
     async with CassandraStateStore(settings, row_cache=100, on_statement=sent) as owner, \
@@ -509,12 +590,10 @@ async def test_counts_are_checked_against_the_rows_after_a_failed_write(
     async with CassandraStateStore(settings, row_cache=100, repair_after=0.3) as store:
         await store.add_urls([row("r.example", "/1"), row("r.example", "/2")])
         # what a late landing leaves: counts that disagree with the rows
-        await cql(session, f"UPDATE {settings.keyspace}.url_counts SET n = 5 WHERE "
-                  "status = 'queued' AND bucket = %s AND host = 'r.example' AND reason = ''",
-                  (store.bucket("r.example"),))
-        await cql(session, f"UPDATE {settings.keyspace}.url_counts SET n = 1 WHERE "
-                  "status = 'fetched' AND bucket = %s AND host = 'r.example' "
-                  "AND reason = ''", (store.bucket("r.example"),))
+        await cql(session, f"UPDATE {settings.keyspace}.host_counts SET n = 5 WHERE "
+                  "host = 'r.example' AND status = 'queued' AND reason = ''")
+        await cql(session, f"UPDATE {settings.keyspace}.host_counts SET n = 1 WHERE "
+                  "host = 'r.example' AND status = 'fetched' AND reason = ''")
         assert (await store.count_urls())[("queued", "")] == 5
         real = store._send
 

@@ -17,13 +17,19 @@ Tables (partition key in double parentheses):
   QUEUED rows in fetch order, for :meth:`~CassandraStateStore.due_urls`.
 - ``url_next ((host), next_fetch_at, url)``: the same rows by time, for
   :meth:`~CassandraStateStore.next_due_time` (one row read).
-- ``url_by_status ((host, status), url)``: rows in every other status, so recovery
-  (IN_FLIGHT, FETCHED) reads one small partition per host instead of scanning.
-- ``url_counts ((status, bucket), host, reason)`` -> ``n``: rows per (host, status,
-  reason); ``bucket`` is crc32(host) modulo the keyspace's bucket count (16, recorded in
-  ``schema_version``) so no partition holds every host. ``hosts_with_status`` reads
-  the buckets of one status; ``count_urls`` reads them all (cost: hosts x statuses,
-  not URLs).
+- ``url_by_status ((host), status, url)``: rows in every other status, so recovery
+  (IN_FLIGHT, FETCHED) reads one slice of a host's partition instead of scanning.
+- ``host_counts ((host), status, reason)`` -> ``n``: the host's rows per (status,
+  reason). ``hosts_with_status`` and ``count_urls`` (``crawler stats``, the API, the
+  frontier's queued gauge every 10 s, recovery) scan the whole table, paged: cost
+  grows with hosts x (status, reason) pairs, a few rows per host (one statement per
+  5,000 rows), not with URLs.
+
+Every table written with a host's URL rows (url_state, url_queue, url_next,
+url_by_status, host_counts, hosts) has the partition key ``host``, so one batch of a
+host's writes is one mutation: atomic on each replica and never written to the batch
+log (see :mod:`~common.adapters.cassandra.url_state`). Schema version 2; a keyspace of
+version 1 (statuses by (host, status), counts by status bucket) is refused at open.
 - ``hosts ((host))``, ``robots ((origin))``, ``content ((content_hash))``,
   ``simhash_blocks ((block_key), url)`` -> ``simhash``, ``simhash_sketches ((url))`` ->
   ``sketch`` (the page's MinHash sketch), ``seed_roots ((domain), host, path)`` (the
@@ -57,7 +63,7 @@ The parts, one module each:
   together.
 """
 
-from common.adapters.cassandra.schema import SCHEMA_VERSION, STATUS_BUCKETS, TABLES
+from common.adapters.cassandra.schema import SCHEMA_VERSION, TABLES
 from common.adapters.cassandra.session import CassandraUnavailableError
 from common.adapters.cassandra.store import CassandraStateStore
 from common.adapters.cassandra.url_state import BATCH_BYTES, BATCH_ROWS
@@ -66,7 +72,6 @@ __all__ = [
     "BATCH_BYTES",
     "BATCH_ROWS",
     "SCHEMA_VERSION",
-    "STATUS_BUCKETS",
     "TABLES",
     "CassandraStateStore",
     "CassandraUnavailableError",

@@ -9,7 +9,10 @@ from collections.abc import Iterable
 
 import msgspec
 
+from common.messages import UrlStatus
 from common.ports import UrlState
+
+_STATUSES = frozenset(str(s) for s in UrlStatus)
 
 
 class RowCache:
@@ -88,6 +91,15 @@ class RowCache:
         for status in statuses:
             known[status] = Counter({reason: n for (s, reason), n in counts.items()
                                      if s == status})
+
+    def complete(self, host: str) -> bool:
+        """Whether every stored row of ``host`` is held: its counts (exact while this
+        process is the host's one writer) are known for every status and add up to
+        the rows held. Then a URL not held has no row, and need not be read."""
+        known = self.counts.get(host)
+        if known is None or len(known) < len(_STATUSES):
+            return False
+        return sum(sum(c.values()) for c in known.values()) == len(self.rows.get(host, ()))
 
     def forget(self, host: str) -> None:
         dropped = self.rows.pop(host, None)

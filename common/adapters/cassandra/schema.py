@@ -5,8 +5,9 @@ Table ids are derived from the keyspace and table names, so services starting si
 side on different coordinators create the same tables. Columns that later versions add
 to a table are added to an older keyspace (``ALTER TABLE``); a key column that is
 missing or a column of another type is a :class:`~common.ports.SchemaError`. The first
-store to open a keyspace records its schema version and bucket count
-(``schema_version``); a newer version is refused.
+store to open a keyspace records its schema version (``schema_version``); a newer
+version is refused, and so is a keyspace of version 1, whose status and count tables
+have another partition key (see :func:`migrate`).
 
 The functions here block (the driver's synchronous calls): the store runs them in a
 worker thread.
@@ -22,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from cassandra import InvalidRequest, OperationTimedOut, Unavailable, WriteTimeout
+from cassandra import ConsistencyLevel, InvalidRequest, OperationTimedOut, Unavailable, WriteTimeout
 from cassandra.query import SimpleStatement
 
 from common.adapters.rowcodec import RowCodec
@@ -30,8 +31,9 @@ from common.ports import HostState, RobotsRecord, SchemaError, UrlState
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-STATUS_BUCKETS = 16  # url_counts partitions per status, fixed when a keyspace is created
+# 2: url_by_status and the counts (host_counts) are partitioned by host alone, so that
+# every write of one host's rows is a single-partition batch
+SCHEMA_VERSION = 2
 SCHEMA_CLAIM_TRIES = 5  # tries of the schema version's lightweight transaction at start
 
 # lower case only: Cassandra folds unquoted names to lower case, so a keyspace created
@@ -75,6 +77,7 @@ URL_COLUMNS = {
 }
 
 TABLES: tuple[Table, ...] = (
+    # buckets: the count partitions per status of version 1; 1 (unused) since version 2
     Table("schema_version", {"name": "text", "version": "int", "buckets": "int"},
           "(name)"),
     Table("url_state", URL_COLUMNS, "((host), url)"),
@@ -84,10 +87,9 @@ TABLES: tuple[Table, ...] = (
     Table("url_next", {"host": "text", "next_fetch_at": "double", "url": "text"},
           "((host), next_fetch_at, url)", _CHURN),
     Table("url_by_status", {"host": "text", "status": "text", "url": "text"},
-          "((host, status), url)", _CHURN),
-    Table("url_counts", {"status": "text", "bucket": "int", "host": "text",
-                         "reason": "text", "n": "bigint"},
-          "((status, bucket), host, reason)"),
+          "((host), status, url)", _CHURN),
+    Table("host_counts", {"host": "text", "status": "text", "reason": "text",
+                          "n": "bigint"}, "((host), status, reason)"),
     Table("hosts", {"host": "text", "crawl_delay": "double", "delay_override": "double",
                     "blocked": "boolean", "max_pages": "bigint", "page_count": "bigint",
                     "next_allowed_at": "double", "last_response_time": "double",
@@ -119,19 +121,22 @@ ROBOTS = RowCodec(RobotsRecord)
 
 
 def migrate(cluster: Any, session: Any, keyspace: str, *, replication_factor: int,
-            write_level: int, request_timeout: float) -> int:
+            write_level: int, request_timeout: float) -> None:
     """Create what is missing (idempotent), add missing columns, check the version.
 
-    Returns the keyspace's url_counts bucket count (:data:`STATUS_BUCKETS` unless an
-    earlier store recorded another).
+    A keyspace of schema version 1 is refused with a :class:`~common.ports.SchemaError`
+    before anything is created in it: its url_by_status is partitioned by (host,
+    status) and its counts live in url_counts by (status, bucket), so its rows cannot
+    be read through this layout, and rewriting a running crawl's tables in place is
+    not attempted. Crawl into a new keyspace (or drop the old one).
     """
     ks = keyspace
-    buckets = STATUS_BUCKETS
     timeout = max(request_timeout, 60.0)
     session.execute(
         f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {{'class': "
         f"'SimpleStrategy', 'replication_factor': {replication_factor}}}",
         timeout=timeout)
+    _refuse_old_layout(cluster, session, ks, timeout)
     for table in TABLES:
         session.execute(table.ddl(ks), timeout=timeout)
     cluster.refresh_keyspace_metadata(ks)
@@ -150,18 +155,39 @@ def migrate(cluster: Any, session: Any, keyspace: str, *, replication_factor: in
             elif have[name] != cql_type:
                 raise SchemaError(f"{ks}.{table.name}.{name} is {have[name]}, "
                                   f"expected {cql_type}")
-    # The first store to open a keyspace fixes its version and bucket count.
+    # The first store to open a keyspace fixes its version.
     row = _claim_schema_version(session, ks, write_level, timeout)
     if not row["[applied]"]:
-        version, recorded = row["version"], row["buckets"]
-        if version is None or recorded is None or recorded < 1:
-            raise SchemaError(f"{ks}.schema_version: incomplete row {row!r}")
-        if version > SCHEMA_VERSION:
-            raise SchemaError(f"keyspace {ks}: schema version {version} is newer than "
-                              f"this code supports ({SCHEMA_VERSION})")
-        # Later versions migrate here, one step per version, then record the version.
-        buckets = int(recorded)
-    return buckets
+        _check_version(ks, row["version"])
+
+
+def _check_version(keyspace: str, version: int | None) -> None:
+    if version is None:
+        raise SchemaError(f"{keyspace}.schema_version: incomplete row (no version)")
+    if version > SCHEMA_VERSION:
+        raise SchemaError(f"keyspace {keyspace}: schema version {version} is newer than "
+                          f"this code supports ({SCHEMA_VERSION})")
+    if version < SCHEMA_VERSION:
+        raise SchemaError(
+            f"keyspace {keyspace}: schema version {version} has the old layout "
+            "(url_by_status by (host, status), counts in url_counts by status bucket); "
+            f"this code needs version {SCHEMA_VERSION} (every table of a host's URL rows "
+            "partitioned by host) and does not convert a keyspace: crawl into a new "
+            "keyspace (CRAWLER_STORE_KEYSPACE) or drop this one")
+
+
+def _refuse_old_layout(cluster: Any, session: Any, keyspace: str, timeout: float) -> None:
+    """Raise before anything is created when the keyspace records an older version."""
+    cluster.refresh_keyspace_metadata(keyspace)
+    found = cluster.metadata.keyspaces.get(keyspace)
+    if found is None or "schema_version" not in found.tables:
+        return
+    result = session.execute(SimpleStatement(
+        f"SELECT version FROM {keyspace}.schema_version WHERE name = 'crawler'",
+        consistency_level=ConsistencyLevel.QUORUM), timeout=timeout)
+    row = result.one()
+    if row is not None:
+        _check_version(keyspace, row[0])
 
 
 def _claim_schema_version(session: Any, keyspace: str, write_level: int,
@@ -172,7 +198,7 @@ def _claim_schema_version(session: Any, keyspace: str, write_level: int,
     safe (the row is the same whoever wrote it), a few times."""
     statement = SimpleStatement(
         f"INSERT INTO {keyspace}.schema_version (name, version, buckets) VALUES "
-        f"('crawler', {SCHEMA_VERSION}, {STATUS_BUCKETS}) IF NOT EXISTS",
+        f"('crawler', {SCHEMA_VERSION}, 1) IF NOT EXISTS",
         consistency_level=write_level)
     for attempt in range(1, SCHEMA_CLAIM_TRIES + 1):
         try:

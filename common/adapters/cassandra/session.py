@@ -3,7 +3,7 @@
 :class:`CassandraSession` holds the driver's cluster and session: it connects (retrying
 until ``connect_timeout`` for a server that is still starting), runs statements on the
 driver's own I/O thread (``execute_async``) bridged into asyncio, at most
-``max_concurrency`` at a time, pages through results, builds logged batches, counts
+``max_concurrency`` at a time, pages through results, builds batches, counts
 statements for metrics, and holds this process's per-host write locks. It reports
 outages to ``DEPENDENCIES`` (and so ``/readyz``): a request that failed because
 Cassandra is down, and the driver finding no node up (:class:`NodeWatch`).
@@ -34,7 +34,7 @@ from cassandra.policies import (
 )
 from cassandra.query import BatchStatement, BatchType, tuple_factory
 
-from common.adapters.cassandra.schema import KEYSPACE_RE, STATUS_BUCKETS
+from common.adapters.cassandra.schema import KEYSPACE_RE
 from common.adapters.handling import DEPENDENCIES, STORE, dependency_down, describe
 from common.settings import StoreSettings
 
@@ -145,7 +145,6 @@ class CassandraSession:
         self._slots: asyncio.Semaphore | None = None
         self._ps: dict[str, Any] = {}
         self._locks: dict[str, _HostLock] = {}
-        self.buckets = STATUS_BUCKETS
         self._on_statement = on_statement
         self._kinds: dict[int, str] = {}
         self._trouble = 0.0  # monotonic time the store last failed a request for an outage
@@ -293,8 +292,11 @@ class CassandraSession:
                 rows += page
         return rows
 
-    def _batch(self) -> Any:
-        return BatchStatement(batch_type=BatchType.LOGGED, consistency_level=self._write)
+    def _batch(self, *, logged: bool = True) -> Any:
+        """A batch at the write level. Callers put one partition in a logged batch
+        (one mutation: atomic on each replica, no batch log write)."""
+        return BatchStatement(batch_type=BatchType.LOGGED if logged else BatchType.UNLOGGED,
+                              consistency_level=self._write)
 
     @contextlib.asynccontextmanager
     async def _locked(self, hosts: Iterable[str]) -> AsyncIterator[None]:

@@ -8,7 +8,7 @@ keeps the earliest copy's cells on every replica whatever order the writes arriv
 ``content_holder`` reads it at the write-overlapping level. A fetcher looks before it
 writes a body (one read) and records the copy after (one write). A unique page's
 near-duplicate index entries (``simhash_blocks`` and its sketch) are one unlogged batch
-of their own (:meth:`SmallTables.add_simhash`), or part of the logged batch of
+of their own (:meth:`SmallTables.add_simhash`), or part of the (then unlogged) batch of
 ``put_url_and_host`` that applies the page's result. Two fetchers that store the same
 new body within one write's time of each other both store it in full; the earlier copy
 stays the holder that later copies refer to.

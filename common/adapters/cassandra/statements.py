@@ -46,12 +46,10 @@ def prepare(session: Any, keyspace: str, *, read: int, write: int,
                        "AND url = ?", write),
         "status_scan": (f"SELECT url FROM {ks}.url_by_status WHERE host = ? "
                         "AND status = ?", read),
-        "counts_put": (insert("url_counts", ("status", "bucket", "host", "reason", "n")),
-                       write),
-        "counts_of_host": (f"SELECT status, reason, n FROM {ks}.url_counts "
-                           "WHERE status IN ? AND bucket = ? AND host = ?", rmw),
-        "counts_scan": (f"SELECT host, reason, n FROM {ks}.url_counts WHERE status = ? "
-                        "AND bucket = ?", read),
+        "counts_put": (insert("host_counts", ("host", "status", "reason", "n")), write),
+        "counts_of_host": (f"SELECT status, reason, n FROM {ks}.host_counts "
+                           "WHERE host = ?", rmw),
+        "counts_scan": (f"SELECT host, status, reason, n FROM {ks}.host_counts", read),
         "put_host": (insert("hosts", HOSTS.columns), write),
         "get_host": (f"SELECT {HOSTS.select} FROM {ks}.hosts WHERE host = ?", read),
         "list_hosts": (f"SELECT {HOSTS.select} FROM {ks}.hosts", read),

@@ -51,13 +51,13 @@ class CassandraStateStore(UrlStateTables, SmallTables):
         Raises :class:`~common.adapters.cassandra.session.CassandraUnavailableError`
         naming the contact points when none answers within ``connect_timeout``;
         :class:`~common.ports.SchemaError` when the keyspace holds a newer or
-        incompatible schema. Calling it twice is harmless.
+        incompatible schema, or the old layout of version 1. Calling it twice is harmless.
         """
         if self._session is not None:
             return
         cluster, session = await self._connect()
         try:
-            self.buckets = await asyncio.to_thread(
+            await asyncio.to_thread(
                 migrate, cluster, session, self.keyspace,
                 replication_factor=self.settings.replication_factor,
                 write_level=self._write, request_timeout=self._request_timeout)

@@ -1,21 +1,33 @@
 """url_state and the tables derived from it: url_queue (a host's QUEUED rows in fetch
 order), url_next (the same rows by time), url_by_status (rows in every other status)
-and url_counts (rows per host, status and reason).
+and host_counts (rows per status and reason). Every one of them, and the hosts table, is
+partitioned by ``host`` alone.
 
 Writes to url_state and the four derived tables. Each host has a single writer (its
 frontier owner), so there are no lightweight transactions on this path: a write reads the
-old rows and the host's counts (at a level that overlaps the write level), then writes
-the new rows together with their queue, time, status and count entries as one LOGGED
-batch per chunk of rows. A logged batch is applied whole or not at all, even if the
-writer dies mid-call, so the derived tables never disagree with url_state and the counts
-stay exact; a call of many rows is atomic per chunk (rows of one host, at most
-:data:`BATCH_ROWS` and about :data:`BATCH_BYTES` of data, under Cassandra's default
-batch-size warning of 5 KiB), not as a whole, unlike the SQLite store. A host's chunks
-run one after the other (each carries the host's running counts); different hosts run
-concurrently. Within one process, calls that touch the same host are serialized by a
-per-host lock. The single-writer rule also relies on Cassandra's last-write-wins
-timestamps: when a host moves to a new owner, the owners' clocks must agree to better
-than the hand-over time.
+old rows and the host's counts (at a level that overlaps the write level; a writer that
+holds them in memory reads neither), then writes the new rows together with their queue,
+time, status and count entries (and, for ``put_url_and_host``, the host's row) as one
+batch per chunk of rows. All of a chunk's statements share the partition key, so
+Cassandra turns the batch into ONE mutation (it groups a batch by keyspace and partition
+key, across tables): a mutation is applied whole or not at all on each replica, even if
+the writer dies mid-call, and a batch of one mutation is not written to the batch log
+(only a logged batch of several mutations is: ``mutateAtomic = isLogged &&
+mutations.size() > 1``). So the derived tables never disagree with url_state and the
+counts stay exact, at one round trip and no batch-log write per chunk. A call of many
+rows is atomic per chunk (rows of one host, at most :data:`BATCH_ROWS` and about
+:data:`BATCH_BYTES` of data, under Cassandra's default batch-size warning of 5 KiB), not
+as a whole, unlike the SQLite store. A host's chunks run one after the other (each
+carries the host's running counts); different hosts run concurrently. Within one
+process, calls that touch the same host are serialized by a per-host lock. The
+single-writer rule also relies on Cassandra's last-write-wins timestamps: when a host
+moves to a new owner, the owners' clocks must agree to better than the hand-over time.
+
+A unique page's near-duplicate index entries (simhash_blocks, simhash_sketches: other
+partitions) ride in the batch of its result, which is then UNLOGGED: the host's part is
+still one atomic mutation; the index entries are applied on their own. Should such a
+write fail after part of it landed, the page may stay out of the near-duplicate index
+(a later near copy of it is then not recognised); its row and counts stay exact.
 
 ``seq`` (discovery order): Cassandra has no global sequence, so ``add_urls`` numbers rows
 with ``time.time_ns()``, raised where needed to stay strictly increasing within the
@@ -40,7 +52,6 @@ import functools
 import logging
 import threading
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -63,8 +74,8 @@ log = logging.getLogger(__name__)
 # its counts are checked against its rows: longer than a request the client gave up on
 # can take to land, and than a restarted node takes to replay its batch log.
 REPAIR_AFTER = 60.0
-BATCH_ROWS = 32  # url_state rows per logged batch at most (with their derived entries)
-BATCH_BYTES = 4096  # estimated data per logged batch at most
+BATCH_ROWS = 32  # url_state rows per batch at most (with their derived entries)
+BATCH_BYTES = 4096  # estimated data per batch at most
 _ROW_BYTES = 320  # estimated data of one new row and its entries, besides its text
 _REPLACE_BYTES = 400  # more for a replaced row: cleared columns, deleted entries
 
@@ -135,7 +146,7 @@ def _old_of(row: UrlState) -> _Old:
 
 class UrlStateTables(CassandraSession):
     """url_state and the tables derived from it (url_queue, url_next, url_by_status,
-    url_counts): the store's URL methods. See the module docstring for how a write keeps
+    host_counts): the store's URL methods. See the module docstring for how a write keeps
     them in step."""
 
     def __init__(self, settings: StoreSettings, *, connect_timeout: float,
@@ -152,10 +163,6 @@ class UrlStateTables(CassandraSession):
         self._repair_after = repair_after
         self._suspect: dict[str, float] = {}
         self._repairs: dict[str, asyncio.Task[None]] = {}
-
-    def bucket(self, host: str) -> int:
-        """The url_counts bucket of ``host``."""
-        return zlib.crc32(host.encode("utf-8", "surrogatepass")) % self.buckets
 
     async def add_urls(self, rows: Sequence[UrlState]) -> list[UrlState]:
         """Insert rows whose (host, url) is new, numbering them in order (``seq``).
@@ -216,8 +223,9 @@ class UrlStateTables(CassandraSession):
     async def put_url_and_host(self, row: UrlState, host: HostState, *,
                                index: NearIndex | None = None) -> None:
         """The URL's row, its index entries and counts, the host's row and, with
-        ``index``, the page's near-duplicate index entries and sketch, in one logged
-        batch (Cassandra applies a logged batch in full or not at all)."""
+        ``index``, the page's near-duplicate index entries and sketch, in one batch:
+        everything but the index entries is the host's partition, one mutation that
+        Cassandra applies in full or not at all (see the module docstring)."""
         if row.host != host.host:
             raise ValueError(f"url row of {row.host!r} with the host row of {host.host!r}")
         _check(row)
@@ -236,8 +244,10 @@ class UrlStateTables(CassandraSession):
         if cache is not None:
             unread: dict[str, list[str]] = {}
             for host, group in by_host.items():
-                cached, unread[host] = cache.split(host, (r.url for r in group))
+                cached, missing = cache.split(host, (r.url for r in group))
                 found.update({(host, url): _old_of(row) for url, row in cached.items()})
+                if missing and not cache.complete(host):  # else: rows that do not exist
+                    unread[host] = missing
         else:
             unread = {host: [r.url for r in group] for host, group in by_host.items()}
         keys = [(host, list(chunk)) for host, group in unread.items()
@@ -326,15 +336,14 @@ class UrlStateTables(CassandraSession):
             async for page in pages:
                 for status, reason in page:
                     actual[(status, reason or "")] += 1
-        bucket = self.bucket(host)
-        stored = await self._host_counts(host, bucket, _STATUSES)
+        stored = await self._host_counts(host)
         wrong = {key: (stored.get(key, 0), actual.get(key, 0))
                  for key in set(stored) | set(actual)
                  if stored.get(key, 0) != actual.get(key, 0)}
         if wrong:
-            batch = self._batch()
+            batch = self._batch()  # one partition: the host's
             for (status, reason), (_, n) in sorted(wrong.items()):
-                batch.add(self._ps["counts_put"], (status, bucket, host, reason, n))
+                batch.add(self._ps["counts_put"], (host, status, reason, n))
             await self._send(batch)
         if self._cache is not None:
             self._cache.set_counts(host, _STATUSES, actual)
@@ -344,22 +353,27 @@ class UrlStateTables(CassandraSession):
                           host_row: HostState | None,
                           near: tuple[list[tuple[int, str, int]], bytes | None] = ([], None)
                           ) -> None:
-        bucket = self.bucket(host)
         statuses = {str(new.status) for _, new in items}
         statuses |= {old.status for old, _ in items if old is not None}
         cache = self._cache
         if cache is not None:
             counts, unread = cache.host_counts(host, statuses)
             if unread:  # every status in one read, so the host's later writes read none
-                unread = list(_STATUSES)
-                counts.update(await self._host_counts(host, bucket, unread))
-                cache.set_counts(host, unread, counts)
+                counts = await self._host_counts(host)
+                cache.set_counts(host, _STATUSES, counts)
         else:
-            counts = await self._host_counts(host, bucket, statuses)
+            counts = await self._host_counts(host)
         ps = self._ps
         chunks = list(_batches(items))
         for number, chunk in enumerate(chunks, 1):
-            batch = self._batch()
+            # Every statement but the near-duplicate index entries is in the host's
+            # partition (every table here is keyed by host), so Cassandra makes the
+            # batch one mutation: applied whole or not at all on each replica, and
+            # not written to the batch log (only a logged batch of several
+            # partitions is). Index entries are other partitions: with them the batch
+            # is unlogged, the host's part still one mutation (see put_url_and_host).
+            indexed = number == len(chunks) and bool(near[0])
+            batch = self._batch(logged=not indexed)
             if number == len(chunks):
                 if host_row is not None:
                     batch.add(ps["put_host"], HOSTS.encode(host_row))
@@ -395,19 +409,17 @@ class UrlStateTables(CassandraSession):
                 counts[now] += 1
                 touched.add(now)
             for status, reason in sorted(touched):
-                batch.add(ps["counts_put"], (status, bucket, host, reason,
+                batch.add(ps["counts_put"], (host, status, reason,
                                              counts[(status, reason)]))
             await self._send(batch)
             if cache is not None:
                 cache.put(host, (new for _, new in chunk))
                 cache.set_counts(host, statuses, counts)
 
-    async def _host_counts(self, host: str, bucket: int,
-                           statuses: Iterable[str]) -> Counter[tuple[str, str]]:
-        """The host's counts of ``statuses``, in one statement."""
+    async def _host_counts(self, host: str) -> Counter[tuple[str, str]]:
+        """The host's counts of every status, in one statement (one small partition)."""
         counts: Counter[tuple[str, str]] = Counter()
-        for status, reason, n in await self._rows("counts_of_host",
-                                                   (sorted(statuses), bucket, host)):
+        for status, reason, n in await self._rows("counts_of_host", (host,)):
             counts[(status, reason)] = n
         return counts
 
@@ -493,18 +505,23 @@ class UrlStateTables(CassandraSession):
         return matching[:limit]
 
     async def hosts_with_status(self, status: UrlStatus) -> list[str]:
-        """Hosts with at least one row in ``status``, sorted."""
-        status = UrlStatus(status)
-        results = await asyncio.gather(*(self._all_rows("counts_scan", (str(status), b))
-                                         for b in range(self.buckets)))
-        return sorted({host for rows in results for host, _, n in rows if n > 0})
+        """Hosts with at least one row in ``status``, sorted.
+
+        A paged scan of host_counts: cost grows with hosts x (status, reason) pairs
+        (a few rows per host), one statement per 5,000 of them, not with URLs."""
+        wanted = str(UrlStatus(status))
+        found: set[str] = set()
+        async with contextlib.aclosing(self._pages("counts_scan", ())) as pages:
+            async for page in pages:
+                found.update(host for host, st, _, n in page if st == wanted and n > 0)
+        return sorted(found)
 
     async def count_urls(self) -> dict[tuple[str, str], int]:
-        """Counts by (status, reason or ''), summed over the hosts' count rows."""
-        keys = [(str(s), b) for s in UrlStatus for b in range(self.buckets)]
-        results = await asyncio.gather(*(self._all_rows("counts_scan", k) for k in keys))
+        """Counts by (status, reason or ''), summed over every host's count rows (a
+        paged scan of host_counts, as :meth:`hosts_with_status`)."""
         totals: Counter[tuple[str, str]] = Counter()
-        for (status, _), rows in zip(keys, results, strict=True):
-            for _, reason, n in rows:
-                totals[(status, reason)] += n
+        async with contextlib.aclosing(self._pages("counts_scan", ())) as pages:
+            async for page in pages:
+                for _, status, reason, n in page:
+                    totals[(status, reason or "")] += n
         return {k: n for k, n in totals.items() if n > 0}
