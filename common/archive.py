@@ -68,7 +68,6 @@ from urllib.parse import quote, urlsplit
 
 import ada_url
 import msgspec
-import surt  # type: ignore[import-untyped]
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 from warcio.statusandheaders import StatusAndHeaders
@@ -219,6 +218,8 @@ def target_uri(url: str) -> str:
 
 def surt_key(url: str) -> str:
     """SURT sort key of ``url``, as pywb computes it (``com,example)/path?query``)."""
+    import surt  # type: ignore[import-untyped]  # here: it imports tldextract and an HTTP library
+
     try:
         key: str = surt.surt(url)
     except Exception:  # the reference implementation raises many kinds on odd URLs
