@@ -19,7 +19,10 @@ What it does:
    ``os.wait4``, so the web server's own work in this process is not counted.
 3. Prints, per run and as the median: pages fetched (page requests the web served,
    robots.txt not counted), wall seconds, CPU seconds, CPU seconds per 1,000 pages and
-   whether the fetched set is exactly the expected one (``simweb.expected``).
+   whether the fetched set is exactly the expected one (``simweb.expected``), and the
+   start-up: seconds from starting the child to the first request the web saw (its
+   first robots.txt), the time a crawl spends importing, opening its state and
+   starting its page workers before it fetches anything.
 
 The crawl's environment carries no ``CRAWLER_*`` variable of the calling shell, only
 the benchmark's settings and those given with ``--env CRAWLER_X=VALUE`` (repeatable),
@@ -68,6 +71,7 @@ class Run:
     tree: str
     missing: int
     extra: int
+    first_request_seconds: float | None = None  # start-up: child started -> first request
     components: list[dict[str, Any]] | None = None
     timeline: list[int] | None = None  # page requests per second since the start
 
@@ -121,7 +125,7 @@ def _crawl_once(args: argparse.Namespace, run: int, handle: Any, expected: set[s
     raw = out_root / f"profile-{run}.txt"
     if args.py_spy:
         cmd = [args.py_spy, "record", "--subprocesses", "--rate", str(args.rate),
-               "--format", "raw",
+               "--format", "raw", *(["--gil"] if args.gil else []),
                "--output", str(raw), "--", *cmd]
     before = len(handle.log.records())
     started = time.monotonic()
@@ -140,6 +144,7 @@ def _crawl_once(args: argparse.Namespace, run: int, handle: Any, expected: set[s
     page_records = [r for r in records if r.path != "/robots.txt"]
     fetched = {f"http://{r.host}:{port}{r.target}" for r in page_records}
     pages = len(page_records)
+    first = min((r.started for r in records), default=None)
     timeline = [0] * (int(wall) + 1)
     for r in page_records:
         timeline[min(len(timeline) - 1, max(0, int(r.started - started)))] += 1
@@ -160,7 +165,8 @@ def _crawl_once(args: argparse.Namespace, run: int, handle: Any, expected: set[s
                cpu_seconds=rusage.ru_utime + rusage.ru_stime,
                max_rss_mib=rusage.ru_maxrss / 1024, exit_code=proc.returncode, tree=str(tree),
                missing=len(expected - fetched), extra=len(fetched - expected),
-               components=components, timeline=timeline)
+               components=components, timeline=timeline,
+               first_request_seconds=None if first is None else first - started)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-boilerplate", action="store_true",
                    help="serve the scenario's pages as they are (about 4 KiB)")
     p.add_argument("--py-spy", metavar="PATH", help="profile each run with this py-spy")
+    p.add_argument("--gil", action="store_true",
+                   help="sample only the thread holding the interpreter lock (py-spy "
+                        "--gil): threads waiting for the lock are not counted as busy")
     p.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     p.add_argument("--keep", action="store_true", help="keep the crawl output folders")
     p.add_argument("--env", action="append", default=[], metavar="CRAWLER_X=VALUE",
@@ -223,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {i}{label}: {r.pages} pages, {r.wall_seconds:.1f} s "
                   f"({r.pages_per_second:.1f}/s), CPU {r.cpu_seconds:.2f} s = "
                   f"{r.cpu_per_1000:.2f} s per 1,000 pages, peak {r.max_rss_mib:.0f} MiB, "
+                  f"first request after {r.first_request_seconds or 0:.2f} s, "
                   f"missing {r.missing}, extra {r.extra}, exit {r.exit_code}")
             for c in r.components or []:
                 print(f"    {c['ms_per_page']:6.2f} ms/page  {c['name']}")
@@ -242,11 +252,15 @@ def main(argv: list[str] | None = None) -> int:
             "pages_per_second": statistics.median(r.pages_per_second for r in ok),
             "cpu_seconds_per_1000_pages": statistics.median(cpu),
             "cpu_min": min(cpu), "cpu_max": max(cpu),
+            "first_request_seconds": statistics.median(r.first_request_seconds or 0.0
+                                                       for r in ok),
+            "max_rss_mib": statistics.median(r.max_rss_mib for r in ok),
         }
         print(f"median of {len(ok)} ({name}): {m['pages']:.0f} pages, "
               f"{m['wall_seconds']:.1f} s, {m['pages_per_second']:.1f} pages/s, CPU "
               f"{m['cpu_seconds_per_1000_pages']:.2f} s per 1,000 pages "
-              f"({m['cpu_min']:.2f}-{m['cpu_max']:.2f})")
+              f"({m['cpu_min']:.2f}-{m['cpu_max']:.2f}), peak {m['max_rss_mib']:.0f} MiB, "
+              f"first request after {m['first_request_seconds']:.2f} s")
     ok = [r for r in runs if r.exit_code == 0]
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -34,8 +34,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from aiohttp import web
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -45,11 +45,13 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import choose_encoder
 
-from common.httplog import server_logger
 from common.messages import FetchOutcome, Reason, Topic
 from common.ports import BlobStore, StateStore
 from common.robots import RobotsBasis
 from common.settings import MetricsSettings
+
+if TYPE_CHECKING:  # the web server is imported where one is built: a page worker
+    from aiohttp import web  # imports this module and serves nothing
 
 log = logging.getLogger(__name__)
 
@@ -611,6 +613,8 @@ def health_routes(registry: CollectorRegistry, *, ready: Probe,
     as long as the event loop serves requests); ``/readyz`` answers 200 while
     ``ready()`` is true (connected to the bus and the store), else 503.
     """
+    from aiohttp import web
+
     live_check: Probe = alive if alive is not None else (lambda: True)
 
     async def metrics(request: web.Request) -> web.Response:
@@ -634,6 +638,10 @@ class HealthServer:
 
     def __init__(self, registry: CollectorRegistry, *, ready: Probe,
                  alive: Probe | None = None) -> None:
+        from aiohttp import web
+
+        from common.httplog import server_logger
+
         app = web.Application()
         app.add_routes(health_routes(registry, ready=ready, alive=alive))
         # a malformed request is one rate-limited line, not a traceback (common.httplog)
@@ -649,6 +657,8 @@ class HealthServer:
         return self._port
 
     async def start(self, host: str, port: int) -> None:
+        from aiohttp import web
+
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         try:

@@ -137,8 +137,10 @@ class WorkContext:
 
 
 class PageWork(Protocol):
-    async def start(self) -> None:
-        """Start the workers (before the first job)."""
+    async def start(self, *, wait: bool = True) -> None:
+        """Start the workers (before the first job); with ``wait`` false, return
+        without waiting for them to be set up (jobs sent meanwhile wait in their
+        queues, and a job's time limit starts once its worker is ready)."""
         ...
 
     async def run(self, job: Callable[Concatenate[WorkContext, P], T],
@@ -162,7 +164,7 @@ class ThreadPageWork:
     def __init__(self, context: WorkContext) -> None:
         self.context = context
 
-    async def start(self) -> None:
+    async def start(self, *, wait: bool = True) -> None:
         return None
 
     async def run(self, job: Callable[Concatenate[WorkContext, P], T],
@@ -358,12 +360,14 @@ class ProcessPageWork:
             raise KeyError(f"no page work lane {name!r} (lanes: {', '.join(self._pools)})")
         return _Lane(self, name)
 
-    async def start(self) -> None:
-        """Start the workers and wait until each is set up (``preload`` imported)."""
+    async def start(self, *, wait: bool = True) -> None:
+        """Start the workers and (with ``wait``) wait until each is set up (``preload``
+        imported)."""
         for name, pool in self._pools.items():
             while len(pool.workers) < self._sizes[name]:
                 pool.workers.append(await self._spawn(name))
-        await asyncio.gather(*(w.started.wait() for w in self._workers))
+        if wait:
+            await asyncio.gather(*(w.started.wait() for w in self._workers))
 
     async def _spawn(self, lane: str) -> _Worker:
         parent, child = socket.socketpair()
@@ -577,8 +581,8 @@ class _Lane:
         self.work = work
         self.name = name
 
-    async def start(self) -> None:
-        await self.work.start()
+    async def start(self, *, wait: bool = True) -> None:
+        await self.work.start(wait=wait)
 
     async def run(self, job: Callable[Concatenate[WorkContext, P], T],
                   *args: P.args, **kwargs: P.kwargs) -> T:

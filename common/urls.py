@@ -66,12 +66,14 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, NamedTuple, Protocol, TypeVar
 
 import ada_url
-import tldextract
 
 from common.settingsbase import SettingsError, env_name
+
+if TYPE_CHECKING:
+    import tldextract
 
 #: Query parameters the canonical form drops by default (CRAWLER_URLS_TRACKING_PARAMS)
 DEFAULT_TRACKING_PARAMS: Final = ("utm_*", "gclid", "fbclid", "msclkid", "dclid", "mc_cid",
@@ -588,11 +590,16 @@ def _new_suffix_extractor() -> tldextract.TLDExtract:
     No URLs to fetch a fresh list from and no cache folder: tldextract falls back to the
     snapshot of the list bundled with the package.
     """
+    import tldextract
+
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None,
                                  fallback_to_snapshot=True)
 
 
-_SUFFIXES: Final = _new_suffix_extractor()
+#: The process's reader, made on first use: tldextract brings an HTTP library with it,
+#: so a process that never asks for a registered domain (a page worker that parses)
+#: does not import them.
+_suffixes = functools.cache(_new_suffix_extractor)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -618,7 +625,7 @@ def registered_domain(host: str, *, private: bool = False) -> str:
         raise UrlError(f"not a host: {_shorten(host)}")
     if name.startswith("[") or _is_ip(name):
         return name
-    result = _SUFFIXES.extract_str(name, include_psl_private_domains=private)
+    result = _suffixes().extract_str(name, include_psl_private_domains=private)
     if result.suffix and result.domain:
         return f"{result.domain}.{result.suffix}"
     if result.suffix:

@@ -46,7 +46,6 @@ from common.pagework import (
 from common.ports import Delivery
 from common.runtime import blob_root, make_blobs, make_store, state_path
 from common.settings import Settings
-from crawler.api import ControlApi
 from dedup.service import DedupStage
 from fetcher.dns import Answer, CheckedResolver, DnsError, Resolver
 from fetcher.http import HttpFetcher
@@ -59,6 +58,7 @@ from frontier.stats import CrawlStats, collect
 from parser.service import ParserStage
 
 if TYPE_CHECKING:
+    from crawler.api import ControlApi
     from render.browser import ChromiumRenderer
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ class EmbeddedCrawler:
                                         lanes=("write", "parse"), keep_recent=0,
                                         # the language model only where pages are
                                         # parsed (about 90 MB and 0.4 s per process)
-                                        preload={"write": ("fetcher.service",),
+                                        preload={"write": ("fetcher.archiving",),
                                                  "parse": ("parser.service",)},
                                         lane_processes={
                                             "parse": settings.crawl.parse_processes})
@@ -201,6 +201,8 @@ class EmbeddedCrawler:
         # then port 0 means any free port); it refuses to start without a token
         self.api: ControlApi | None = None
         if serve_api or (serve_api is None and settings.api.port):
+            from crawler.api import ControlApi  # its web server only where it is served
+
             self.api = ControlApi(settings, self.bus, self.store, frontier=self.frontier,
                                   stats=self.stats)
 
@@ -245,7 +247,9 @@ class EmbeddedCrawler:
         await self.http.start()
         if self.renderer is not None:
             await self.renderer.start()  # refuses to start without a browser
-        await self.work.start()
+        # the workers set themselves up (imports, the language model) while the crawl
+        # fetches its first robots.txt: pages wait in their queues meanwhile
+        await self.work.start(wait=False)
         fs = self.settings.fetcher
         consumers: list[tuple[str, Sequence[Topic], Callable[[Delivery], object], int]] = [
             ("frontier", (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS),

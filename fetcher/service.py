@@ -30,7 +30,6 @@ from common import urls
 from common.adapters.handling import dependency_down, while_down
 from common.archive import (
     ArchiveWriter,
-    Truncation,
     Written,
     content_hash,
     payload_digest,
@@ -54,6 +53,7 @@ from common.politeness import key_address, key_mode, split_host_key
 from common.ports import BlobStore, Bus, Delivery, StateStore
 from common.settings import Settings
 from common.sitemaps import SITEMAP_MEDIA_TYPES, robots_sitemaps
+from fetcher.archiving import write_exchange_job
 from fetcher.gate import HostGate
 from fetcher.http import HttpFetcher, Response
 from fetcher.robots_cache import RobotsCache, RobotsDecision
@@ -437,19 +437,6 @@ class FetcherStage:
             http_version=resp.http_version or "1.1",
             metadata={"fetchTimeMs": str(round(resp.elapsed * 1000))},
             truncated=resp.truncated)
-
-
-def write_exchange_job(ctx: WorkContext, *, url: str, request_headers: list[tuple[str, str]],
-                       status: int, reason: str, response_headers: list[tuple[str, str]],
-                       body: bytes, fetched_at: float, ip: str | None, http_version: str,
-                       metadata: dict[str, object],
-                       truncated: Truncation | None = None) -> Written:
-    """Page work: the request, response and metadata records of one GET exchange."""
-    return ctx.archive.write_exchange(
-        url=url, method="GET", request_headers=request_headers, status=status,
-        reason=reason, response_headers=response_headers, body=body,
-        fetched_at=fetched_at, ip=ip, http_version=http_version, metadata=metadata,
-        remember=ctx.keeper, truncated=truncated)
 
 
 def _robots_result(task: FetchTask, decision: RobotsDecision, outcome: FetchOutcome, *,

@@ -1,0 +1,25 @@
+"""The fetcher's page job: writing one exchange's WARC records in a page worker.
+
+It lives apart from :mod:`fetcher.service` so that a worker process that only writes
+records (embedded mode's write lane) imports the archive and not the HTTP client,
+the DNS resolver and the rest of the stage: a job crosses to a worker by its module's
+name, and the worker imports that module.
+"""
+
+from __future__ import annotations
+
+from common.archive import Truncation, Written
+from common.pagework import WorkContext
+
+
+def write_exchange_job(ctx: WorkContext, *, url: str, request_headers: list[tuple[str, str]],
+                       status: int, reason: str, response_headers: list[tuple[str, str]],
+                       body: bytes, fetched_at: float, ip: str | None, http_version: str,
+                       metadata: dict[str, object],
+                       truncated: Truncation | None = None) -> Written:
+    """Page work: the request, response and metadata records of one GET exchange."""
+    return ctx.archive.write_exchange(
+        url=url, method="GET", request_headers=request_headers, status=status,
+        reason=reason, response_headers=response_headers, body=body,
+        fetched_at=fetched_at, ip=ip, http_version=http_version, metadata=metadata,
+        remember=ctx.keeper, truncated=truncated)
