@@ -75,7 +75,7 @@ def check_rows(rows: list[dict[str, Any]], records: list[dict[str, Any]],
 
 def parquet_rows(path: Path) -> list[dict[str, Any]]:
     """The rows of an exported Parquet file as the JSON Lines export has them."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
     for row in rows:
@@ -91,8 +91,9 @@ def duckdb_count(path: Path) -> int | None:
         import duckdb
     except ImportError:
         return None
-    result = duckdb.sql(f"SELECT count(*) FROM read_parquet('{path}')").fetchall()
-    return int(result[0][0])
+    relation = duckdb.sql(f"SELECT count(*) FROM read_parquet('{path}')")
+    assert relation is not None
+    return int(relation.fetchall()[0][0])
 
 
 def wacz_validator() -> str | None:

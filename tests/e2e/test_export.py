@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from common.adapters.local_blobs import LocalBlobStore
+from common.runtime import blob_root
 from crawler import cli
-from crawler.embedded import blob_root
 from simweb import Page, SimWeb
 from tests.e2e.crawl_support import host, run, scenario
 from tests.export_checks import (

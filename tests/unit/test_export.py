@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
 from common.adapters.local_blobs import LocalBlobStore
@@ -281,7 +281,7 @@ def test_index_lines_leave_out_a_torn_record(tmp_path: Path) -> None:
 
 
 def test_conversion_payload_refuses_bytes_that_are_no_record() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="archive format"):
         conversion_payload(b"not a warc record")
 
 
