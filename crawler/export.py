@@ -468,10 +468,7 @@ def export(settings: Settings, req: Request,
                     pages = selected_pages(source, include_duplicates=req.include_duplicates,
                                            report=report)
                     if req.format == "wacz":
-                        from crawler.wacz import archive_files, write_wacz
-
-                        write_wacz(out, archive_files(settings, blobs), pages, blobs,
-                                   content=req.content, report=report, log=log)
+                        _write_wacz(settings, req, out, blobs, pages, report, log)
                     else:
                         content: Content = req.content or "text"
                         sink: Sink = (JsonlSink(out) if req.format == "jsonl"
@@ -488,6 +485,26 @@ def export(settings: Settings, req: Request,
             blobs.close()
     report.seconds = time.process_time() - start
     return report
+
+
+def _write_wacz(settings: Settings, req: Request, out: IO[bytes], blobs: BlobStore,
+                pages: Iterator[SourcePage], report: Report,
+                log: Callable[[str], None]) -> None:
+    from crawler.wacz import archive_files, write_wacz
+
+    files = archive_files(settings, blobs)
+    names = files.names()
+    if not names:
+        raise ExportError("the crawl has no WARC files to package")
+    content = req.content
+
+    def text_of(page: Any) -> str | None:
+        assert content is not None
+        return page_content(blobs, page, content, report)
+
+    packed = write_wacz(out, files, names, pages, text_of if content else None, log)
+    report.rows = packed.pages
+    report.extra.update({"warcFiles": packed.warc_files, "cdxjLines": packed.cdxj_lines})
 
 
 class _PageRecords:

@@ -44,7 +44,13 @@ from common.ports import BlobStore
 
 if TYPE_CHECKING:
     from common.settings import Settings
-    from crawler.export import Content, Report, SourcePage
+
+
+class PageLike(Protocol):
+    """What a page of pages/pages.jsonl is made of (crawler.export.SourcePage has it)."""
+
+    url: str
+    fetched_at: str
 
 WACZ_VERSION = "1.1.1"
 PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
@@ -281,7 +287,7 @@ def _entry(path: str, when: datetime, *, stored: bool) -> zipfile.ZipInfo:
     return info
 
 
-def page_line(page: SourcePage, text: str | None) -> dict[str, Any]:
+def page_line(page: PageLike, text: str | None) -> dict[str, Any]:
     """A page of pages/pages.jsonl: an id (a hash of URL and time: the same page of the
     same crawl gets the same id in every export), url, ts (RFC 3339), and text when
     given. The id also makes every line share a field with the header line, which
@@ -320,12 +326,21 @@ def _software() -> str:
         return "crawler"
 
 
-def write_wacz(out: IO[bytes], files: ArchiveFiles, pages: Iterator[SourcePage],
-               blobs: BlobStore, *, content: Content | None, report: Report,
-               log: Callable[[str], None]) -> None:
-    """Write the WACZ of ``files`` and ``pages`` to ``out`` (seekable)."""
-    from crawler.export import page_content
+@dataclass(slots=True)
+class Packed:
+    """What went into a WACZ."""
 
+    pages: int = 0
+    warc_files: int = 0
+    cdxj_lines: int = 0
+
+
+def write_wacz(out: IO[bytes], files: ArchiveFiles, names: list[str],
+               pages: Iterator[PageLike], text_of: Callable[[PageLike], str | None] | None,
+               log: Callable[[str], None]) -> Packed:
+    """Write the WACZ of the files ``names`` of ``files`` and of ``pages`` to ``out``
+    (seekable); ``text_of``, when given, gives the text of a page's line."""
+    packed = Packed(warc_files=len(names))
     now = datetime.now(UTC)
     created = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     resources: list[Resource] = []
@@ -333,11 +348,6 @@ def write_wacz(out: IO[bytes], files: ArchiveFiles, pages: Iterator[SourcePage],
     with ExitStack() as stack:
         stack.callback(sorter.close)
         z = stack.enter_context(zipfile.ZipFile(out, "w", allowZip64=True))
-        names = files.names()
-        if not names:
-            from crawler.export import ExportError
-
-            raise ExportError("the crawl has no WARC files to package")
         for name in names:
             path = f"archive/{name}"
             with files.open(name) as src, z.open(_entry(path, now, stored=True), "w",
@@ -366,10 +376,10 @@ def write_wacz(out: IO[bytes], files: ArchiveFiles, pages: Iterator[SourcePage],
             listing = _HashedWriter(dst)
             listing.write(json.dumps(PAGES_HEADER).encode("utf-8") + b"\n")
             for page in pages:
-                text = page_content(blobs, page, content, report) if content else None
+                text = text_of(page) if text_of is not None else None
                 listing.write(json.dumps(page_line(page, text), ensure_ascii=False)
                               .encode("utf-8") + b"\n")
-                report.rows += 1
+                packed.pages += 1
                 if main_page is None and page.fetched_at:
                     main_page = (page.url, page.fetched_at)
         resources.append(Resource("pages/pages.jsonl", listing.sha.hexdigest(),
@@ -379,4 +389,5 @@ def write_wacz(out: IO[bytes], files: ArchiveFiles, pages: Iterator[SourcePage],
         z.writestr(_entry("datapackage.json", now, stored=False), package)
         z.writestr(_entry("datapackage-digest.json", now, stored=False),
                    digest_file(package))
-    report.extra.update({"warcFiles": len(names), "cdxjLines": sorter.count})
+    packed.cdxj_lines = sorter.count
+    return packed
