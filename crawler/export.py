@@ -477,6 +477,9 @@ def export(settings: Settings, req: Request,
                         sink.close()
                     out.flush()
                     os.fsync(out.fileno())
+                mask = os.umask(0o22)  # a new file's usual mode (mkstemp makes it 0600)
+                os.umask(mask)
+                os.chmod(tmp, 0o666 & ~mask)
                 os.replace(tmp, req.to)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
