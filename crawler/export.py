@@ -454,12 +454,19 @@ def export(settings: Settings, req: Request,
            ) -> Report:
     """Carry out ``req``: write the file ``req.to`` (through a temporary name beside it,
     renamed when complete, so a failed export leaves no half file under that name)."""
-    from common.runtime import make_blobs, writer_id
+    from common.runtime import blob_root, make_blobs, writer_id
 
     start = time.process_time()
     report = Report()
-    with _PageRecords(settings, req, log) as source:
-        blobs = make_blobs(settings, writer_id("export"))
+    root = blob_root(settings)
+    if not root.is_dir() and settings.blob.backend != "s3":
+        raise ExportError(f"the WARC folder {root} does not exist: give the crawl's "
+                          "folder (--out) or its CRAWLER_BLOB_ROOT")
+    with _PageRecords(settings, req, log) as source, tempfile.TemporaryDirectory(
+            prefix="crawler-export-spool-") as empty:
+        if not root.is_dir():
+            root = Path(empty)  # no spool here: every record comes from the bucket
+        blobs = make_blobs(settings, writer_id("export"), root=str(root))
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{req.to.name}.", suffix=".partial",
                                        dir=req.to.parent)

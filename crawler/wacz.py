@@ -140,13 +140,17 @@ class BucketFiles:
 
 def archive_files(settings: Settings, blobs: BlobStore) -> ArchiveFiles:
     """The WARC files of the crawl the settings name (see the module docstring)."""
-    from common.runtime import blob_root
+    from common.adapters.local_blobs import LocalBlobStore
 
     if settings.blob.backend == "s3":
         from common.adapters.s3_blobs import S3BlobStore
 
         if isinstance(blobs, S3BlobStore):
             return BucketFiles(blobs.bucket, Path(blobs.root))
+    if isinstance(blobs, LocalBlobStore):
+        return FolderFiles(blobs.root)
+    from common.runtime import blob_root
+
     return FolderFiles(blob_root(settings))
 
 

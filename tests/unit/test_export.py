@@ -212,8 +212,15 @@ def test_export_of_a_folder_without_page_records_fails_clearly(
     code = cli.main(["export", "--out", str(tmp_path / "none"), "--format", "jsonl",
                      "--to", str(tmp_path / "x.jsonl")])
     assert code == 1
+    assert "WARC folder" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()  # nothing created on the way
+    (tmp_path / "empty" / "warc").mkdir(parents=True)
+    code = cli.main(["export", "--out", str(tmp_path / "empty"), "--format", "jsonl",
+                     "--to", str(tmp_path / "x.jsonl")])
+    assert code == 1
     assert "no page records" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["empty"]  # no temporary file left
 
 
 def test_line_sorter_sorts_across_spilled_runs() -> None:
