@@ -536,8 +536,13 @@ class _PageRecords:
             return path
         fd, name = tempfile.mkstemp(prefix="crawler-export-pages-", suffix=".jsonl")
         self.tmp = Path(name)
-        with os.fdopen(fd, "wb") as out:
-            n = dump_pages_topic(self.settings, out, partial=self.req.partial, log=self.log)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                n = dump_pages_topic(self.settings, out, partial=self.req.partial,
+                                     log=self.log)
+        except BaseException:  # __exit__ is not called when __enter__ raises
+            self.tmp.unlink(missing_ok=True)
+            raise
         self.log(f"read {n} page records from Kafka")
         return self.tmp
 

@@ -40,9 +40,13 @@ def texts_by_uri(files: dict[str, bytes]) -> dict[str, str]:
 
 
 def export(c: Cluster, fmt: str, to: Path, *more: str, status: int = 0) -> str:
+    temp = to.parent / "export-temp"  # the exporter's temporary files go here
+    temp.mkdir(exist_ok=True)
     done = subprocess.run([sys.executable, "-m", "crawler", "export", "--cluster",
-                           "--format", fmt, "--to", str(to), *more], env=c.env,
+                           "--format", fmt, "--to", str(to), *more],
+                          env={**c.env, "TMPDIR": str(temp)},
                           capture_output=True, text=True, timeout=300)
+    assert not list(temp.iterdir())  # none left behind, failed or not
     assert done.returncode == status, done.stderr[-4000:]
     return done.stderr
 
