@@ -10,6 +10,8 @@
                                                        read or change a host (control API)
     crawler frontier|fetcher|parser|dedup|api          run one service (cluster mode)
     crawler settings [--markdown]                      every setting with its default
+    crawler export --format jsonl|parquet|wacz --to PATH [--out DIR | --cluster]
+                                                       kept pages as rows, or a WACZ file
 
 Settings come from the environment (``CRAWLER_<SECTION>_<KEY>``); flags override them.
 With ``--api http://host:port`` a command talks to the control API instead, with the
@@ -128,6 +130,23 @@ def _parser() -> argparse.ArgumentParser:
         r = sub.add_parser(role, help=f"run one {role} service (settings from CRAWLER_*)",
                            description=SERVICE_HELP.get(role), epilog=SERVICE_EPILOG)
         r.set_defaults(role=role)
+
+    e = sub.add_parser("export", help="write a crawl's kept pages as JSON Lines or Parquet, "
+                       "or the crawl as a WACZ file (docs/export.md)")
+    e.add_argument("--out", default=None, help="crawl folder (default: crawl-out)")
+    e.add_argument("--format", required=True, choices=("jsonl", "parquet", "wacz"))
+    e.add_argument("--to", required=True, metavar="PATH", help="file to write")
+    e.add_argument("--content", choices=("text", "markdown"), default=None,
+                   help="the page content in each row: its text (default) or Markdown; "
+                        "with wacz, put it in pages.jsonl (default: none)")
+    e.add_argument("--include-duplicates", action="store_true",
+                   help="also export pages recorded as exact or near duplicates")
+    e.add_argument("--cluster", action="store_true",
+                   help="export a cluster's crawl: page records from its Kafka pages "
+                        "topic (CRAWLER_BUS_*), records from its blob store (CRAWLER_BLOB_*)")
+    e.add_argument("--partial", action="store_true",
+                   help="with --cluster: export even when Kafka has already deleted the "
+                        "oldest page records (retention)")
 
     st = sub.add_parser("settings", help="list every setting with its default")
     st.add_argument("--markdown", action="store_true")
@@ -284,6 +303,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_api(args, settings)
     if args.command == "seed":
         return _cmd_seed(settings, args.urls, args.priority)
+    if args.command == "export":
+        from crawler import export
+
+        return export.main(settings, export.Request(
+            format=args.format, to=Path(args.to), content=args.content,
+            include_duplicates=args.include_duplicates, cluster=args.cluster,
+            partial=args.partial))
     if args.command == "stats":
         try:
             stats = asyncio.run(embedded.read_stats(settings))
