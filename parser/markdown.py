@@ -156,7 +156,8 @@ class _Block:
     plain: str  # whitespace-collapsed text, matched against the main text
     item: _Item | None  # the innermost list item it is in
     quote: int  # blockquote depth
-    rows: list[tuple[str, str]] | None = None  # a table: (Markdown cells, plain) per row
+    # a table: per row its Markdown, plain text and the plain text of its lines
+    rows: list[tuple[str, str, list[str] | None]] | None = None
     columns: int = 0
     parts: list[str] | None = None  # the plain text of each line, when it has several
 
@@ -256,8 +257,8 @@ class _Walk:
     # -- elements
 
     def _enter(self, node: LexborNode, tag: str) -> tuple[None, int, object] | None:
-        if tag == "br":
-            self._add(" " if self.inline else "\n", " " if self.inline else "\n")
+        if tag == "br":  # in a cell: a space, but still a line of the main text
+            self._add(" " if self.inline else "\n", "\n")
             return None
         if tag == "hr":
             self._boundary()
@@ -397,20 +398,23 @@ class _Walk:
         if any(c.tag in _LAYOUT for row in rows for cell in row for c in _children(cell)):
             return False
         if caption is not None:
-            cell = self._cell(caption)
-            if cell[1]:
-                self.blocks.append(_Block([cell[0]], cell[1], self.item, self.quote))
+            text, joined = self._cell(caption)
+            plain = " ".join(joined.split())
+            if plain:
+                self.blocks.append(_Block([text], plain, self.item, self.quote,
+                                          parts=_parts(joined)))
         columns = min(MAX_COLUMNS, max(len(r) for r in rows))
-        rendered: list[tuple[str, str]] = []
+        rendered: list[tuple[str, str, list[str] | None]] = []
         for row in rows:
             cells = [self._cell(c) for c in row[:columns]]
             if self.size > self.budget:
                 break
-            plain = " ".join(p for _, p in cells if p)
+            joined = " ".join(p for _, p in cells)
+            plain = " ".join(joined.split())
             if not plain:
                 continue
             texts = [md for md, _ in cells] + [""] * (columns - len(cells))
-            rendered.append(("| " + " | ".join(texts) + " |", plain))
+            rendered.append(("| " + " | ".join(texts) + " |", plain, _parts(joined)))
         if rendered:
             self.blocks.append(_Block([], "", self.item, self.quote, rows=rendered,
                                       columns=columns))
@@ -422,7 +426,7 @@ class _Walk:
         walk.run(cell)
         self.size += walk.size
         md = _RUNS.sub(" ", "".join(walk.md).replace("\n", " ")).strip()
-        return md, " ".join("".join(walk.plain).split())
+        return md, "".join(walk.plain)
 
     def _boundary(self) -> None:
         if self.inline:
@@ -450,11 +454,15 @@ class _Walk:
             return
         if self.heading:
             lines = ["#" * self.heading + " " + " ".join(lines)]
-        parts = None
-        if "\n" in joined:
-            parts = [" ".join(part.split()) for part in joined.split("\n")]
-            parts = [part for part in parts if part]
-        self.blocks.append(_Block(lines, plain, self.item, self.quote, parts=parts))
+        self.blocks.append(_Block(lines, plain, self.item, self.quote, parts=_parts(joined)))
+
+
+def _parts(joined: str) -> list[str] | None:
+    """The whitespace-collapsed lines of a block's text, when it has several."""
+    if "\n" not in joined:
+        return None
+    parts = (" ".join(part.split()) for part in joined.split("\n"))
+    return [part for part in parts if part]
 
 
 def _children(node: LexborNode) -> Iterator[LexborNode]:
@@ -554,13 +562,13 @@ def _kept(blocks: list[_Block], text: str) -> list[tuple[_Block, list[str]]]:
     verdicts: list[list[bool]] = []
     for block in blocks:
         if block.rows is not None:
-            verdicts.append([match.take_line(plain) for _, plain in block.rows])
+            verdicts.append([match.take_line(plain, parts) for _, plain, parts in block.rows])
         else:
             verdicts.append([match.take_line(block.plain, block.parts)])
     kept: list[tuple[_Block, list[str]]] = []
     for block, verdict in zip(blocks, verdicts, strict=True):
         if block.rows is not None:
-            rows = [md for (md, plain), taken in zip(block.rows, verdict, strict=True)
+            rows = [md for (md, plain, _), taken in zip(block.rows, verdict, strict=True)
                     if taken or match.shares(plain)]
             if rows:
                 kept.append((block, [rows[0], "|" + " --- |" * block.columns, *rows[1:]]))

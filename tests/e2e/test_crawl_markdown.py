@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler.embedded import blob_root
+from common.runtime import blob_root
 from simweb import Page, SimWeb
 from tests.e2e.crawl_support import Outcome, host, key, run, scenario
 
