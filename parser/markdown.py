@@ -486,7 +486,7 @@ def _start(value: str | None) -> int:
 
 
 def _escape(text: str) -> str:
-    return _ESCAPE.sub(lambda m: "\\" + m.group(), text)
+    return _ESCAPE.sub(r"\\\g<0>", text)
 
 
 def _guard(line: str) -> str:
