@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.text_quality                 # ours and trafilatura
     .venv/bin/python -m bench.text_quality --tools ours    # ours only
     .venv/bin/python -m bench.text_quality --docs 300      # documentation pages too
+    .venv/bin/python -m bench.text_quality --tools ours,markdown   # and the Markdown
 
 1. **Article extraction** (``tests/conformance/article-extraction``: 181 news and
    blog pages with the article body a person marked, and the benchmark's own scorer,
@@ -11,9 +12,13 @@
    CPU time per page of each extractor (``time.process_time``, the page already
    decoded; ours includes the markup guard, ``parse_document``). The extractors run
    page by page, alternating, so load on the machine falls on both alike.
+   ``markdown`` is ``parser.markdown.page_markdown`` (guard, main content and its
+   Markdown), scored on its Markdown stripped back to plain text
+   (``parser.markdown.markdown_text``, not timed).
 2. **Parser cost per page**: the median CPU time of ``parser.service.analyse`` (what
-   the parser stage does with a fetched body: decode, guard, links, main text and the
-   text signals) on the same pages, and the median of each of those steps.
+   the parser stage does with a fetched body: decode, guard, links, main text, the
+   text signals and the Markdown) on the same pages, and the median of each of those
+   steps.
 3. **Documentation pages** (``--docs N``, read from ``/usr/share/doc`` when Debian's
    ``python-django-doc`` and ``postgresql-doc-15`` are installed): the share of
    paragraph text kept, over ``N`` pages drawn with a fixed seed, plus the pages that
@@ -129,6 +134,19 @@ def trafilatura_extractor() -> Extractor | None:
     return extract
 
 
+def markdown_extractor() -> Extractor:
+    from parser.markdown import page_markdown
+
+    def extract(html: str) -> str:
+        return page_markdown(html, "https://example.com/")
+
+    return extract
+
+
+#: What is scored of an extractor's output, when not the output itself (not timed).
+SCORED: dict[str, Callable[[str], str]] = {}
+
+
 def run(pages: list[Page], extractors: dict[str, Extractor]) -> dict[str, Score]:
     """Run every extractor on every page (alternating), timing each call."""
     outputs: dict[str, dict[str, str]] = {name: {} for name in extractors}
@@ -136,26 +154,29 @@ def run(pages: list[Page], extractors: dict[str, Extractor]) -> dict[str, Score]
     for page in pages:
         for name, extract in extractors.items():
             start = time.process_time()
-            outputs[name][page.key] = extract(page.html)
+            out = extract(page.html)
             cpu[name].append(time.process_time() - start)
+            outputs[name][page.key] = SCORED[name](out) if name in SCORED else out
     evaluate = scorer()
     return {name: score(pages, outputs[name], cpu[name], evaluate) for name in extractors}
 
 
-PARSER_STEPS = ("decode", "guard", "links", "main text", "signals")
+PARSER_STEPS = ("decode", "guard", "links", "main text", "signals", "markdown")
 
 
 def parser_cost(pages: list[Page]) -> tuple[float, dict[str, float]]:
     """Median CPU ms of ``parser.service.analyse`` on the pages' raw bodies, and the
     median of each of its steps, timed apart on the same pages (:data:`PARSER_STEPS`:
     charset decoding, the markup guard ``parse_document``, ``extract`` with the
-    canonical followable links, ``extract_main_text``, ``text_signals``)."""
+    canonical followable links, ``main_content``, ``text_signals``,
+    ``render_markdown``)."""
     from common import urls
     from parser.charset import decode_html
     from parser.html import extract, followable_links, parse_document
+    from parser.markdown import render_markdown
     from parser.service import analyse
     from parser.signals import text_signals
-    from parser.text import extract_main_text
+    from parser.text import main_content
 
     tracking = urls.TrackingRules.from_patterns(["utm_*"])
     whole: list[float] = []
@@ -164,20 +185,23 @@ def parser_cost(pages: list[Page]) -> tuple[float, dict[str, float]]:
         url = page.url or "https://example.com/"
         start = time.process_time()
         analyse(page.body, "text/html", url, x_robots_tag=None,
-                product_token="PoliteCrawler", tracking=tracking)
+                product_token="PoliteCrawler", tracking=tracking, markdown=True)
         whole.append(time.process_time() - start)
         marks = [time.process_time()]
         decoded = decode_html(page.body, "text/html")
         marks.append(time.process_time())
         doc = parse_document(decoded.text)
         marks.append(time.process_time())
-        for link in followable_links(extract(doc, url, product_token="PoliteCrawler")):
+        parsed = extract(doc, url, product_token="PoliteCrawler")
+        for link in followable_links(parsed):
             with contextlib.suppress(urls.UrlError):
                 urls.canonicalize(link, tracking=tracking)
         marks.append(time.process_time())
-        main = extract_main_text(doc)
+        main, root = main_content(doc)
         marks.append(time.process_time())
         text_signals(main)
+        marks.append(time.process_time())
+        render_markdown(main, root, parsed.base_url)
         marks.append(time.process_time())
         for step, begin, end in zip(PARSER_STEPS, marks, marks[1:], strict=False):
             steps[step].append(end - begin)
@@ -237,8 +261,8 @@ def _rows(scores: dict[str, Score]) -> Iterator[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
-    parser.add_argument("--tools", default="ours,trafilatura",
-                        help="comma-separated: ours, trafilatura")
+    parser.add_argument("--tools", default="ours,markdown,trafilatura",
+                        help="comma-separated: ours, markdown, trafilatura")
     parser.add_argument("--docs", type=int, default=0,
                         help="also measure this many documentation pages")
     parser.add_argument("--json", type=Path, help="write the figures here")
@@ -249,6 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     for tool in args.tools.split(","):
         if tool == "ours":
             extractors["ours"] = ours()
+        elif tool == "markdown":
+            from parser.markdown import markdown_text
+
+            extractors["markdown"] = markdown_extractor()
+            SCORED["markdown"] = markdown_text
         elif tool == "trafilatura":
             found = trafilatura_extractor()
             if found is None:
@@ -266,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = scores["ours"].cpu_ms_median / scores["trafilatura"].cpu_ms_median
         print(f"ours / trafilatura CPU: {ratio:.2f}")
     cost, steps = parser_cost(pages)
-    print(f"parser stage (decode, guard, links, main text, signals): "
+    print(f"parser stage (decode, guard, links, main text, signals, markdown): "
           f"{cost:.2f} CPU ms per page (median)")
     print("  by step (medians, timed apart): "
           + ", ".join(f"{step} {ms:.2f}" for step, ms in steps.items()))

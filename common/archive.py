@@ -129,6 +129,8 @@ LANGUAGE_CONFIDENCE_FIELD = "Crawler-Language-Confidence"
 TEXT_CHARS_FIELD = "Crawler-Text-Chars"
 TEXT_WORDS_FIELD = "Crawler-Text-Words"
 BOILERPLATE_RATIO_FIELD = "Crawler-Boilerplate-Ratio"
+# The WARC-Payload-Digest of the record a conversion record refers to (docs/markdown.md).
+REFERS_TO_DIGEST_FIELD = "WARC-Refers-To-Payload-Digest"
 _LANGUAGE_RE = re.compile(r"[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8})*")
 
 
@@ -615,9 +617,12 @@ class ArchiveWriter:
     def write_text(self, *, url: str, text: str, fetched_at: float,
                    refers_to_record_id: str | None,
                    content_type: str = "text/plain; charset=utf-8",
-                   signals: TextFields | None = None) -> Written:
+                   signals: TextFields | None = None,
+                   refers_to_digest: str | None = None) -> Written:
         """Write extracted text as a conversion record into the text stream, with the
-        text's signals as header fields (:class:`TextFields`)."""
+        text's signals as header fields (:class:`TextFields`). ``refers_to_digest``,
+        the payload digest of the record it refers to, becomes
+        ``WARC-Refers-To-Payload-Digest``."""
         uri = target_uri(url)
         date = warc_date(fetched_at)
         block = text.encode("utf-8", "replace")
@@ -627,6 +632,8 @@ class ArchiveWriter:
         if refers_to_record_id:
             fields["WARC-Refers-To"] = _check(_RECORD_ID_RE, "record id",
                                               refers_to_record_id)
+        if refers_to_digest:
+            fields[REFERS_TO_DIGEST_FIELD] = _check(_DIGEST_RE, "digest", refers_to_digest)
         if signals is not None:
             fields.update(signals.header_fields())
         mime = _clean_text(content_type) or "text/plain"

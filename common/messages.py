@@ -335,6 +335,9 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     detail: str | None = None  # a sitemap: what it held
     rendered: RecordPointer | None = None  # the DOM a browser built (docs/rendering.md)
     render_error: str | None = None  # chosen for rendering, and the browser failed
+    # the Markdown of the main content (docs/markdown.md); absent from older parsers'
+    # messages and when CRAWLER_PARSER_MARKDOWN is off
+    markdown_record: RecordPointer | None = None
 
     def __post_init__(self) -> None:
         _check_simhash(self.simhash)
@@ -359,6 +362,8 @@ class PageRecord(_Msg, frozen=True, kw_only=True, rename="camel"):
     text_chars: Size | None = None
     text_words: Size | None = None
     boilerplate_ratio: Ratio | None = None
+    # the page's Markdown record (docs/markdown.md); None without one
+    markdown_key: RecordPointer | None = None
 
 
 class PayloadEncoding(enum.StrEnum):

@@ -442,6 +442,14 @@ class RenderSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ParserSettings:
+    markdown: bool = _f(True, "Also write each kept page's main content as Markdown: a "
+                        "conversion record (text/markdown) in the text WARC files beside "
+                        "its text record, named by markdownKey in the page record "
+                        "(docs/markdown.md).")
+
+
+@dataclass(frozen=True, slots=True)
 class ApiSettings:
     port: int = _f(0, "Port of the control API (0: not served).", minimum=0,
                    maximum=65535)
@@ -466,6 +474,7 @@ class Settings:
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     api: ApiSettings = field(default_factory=ApiSettings)
     render: RenderSettings = field(default_factory=RenderSettings)
+    parser: ParserSettings = field(default_factory=ParserSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, strict: bool = True) -> Settings:

@@ -86,6 +86,7 @@ __all__ = [
     "MarkupStats",
     "PageLink",
     "ParsedHtml",
+    "document_base",
     "extract",
     "followable_links",
     "parse_document",
@@ -584,6 +585,11 @@ def extract(html: str | HtmlDocument, base_url: str, *, x_robots_tag: str | None
                       links=links, links_truncated=truncated, noindex=directives.noindex,
                       nofollow=directives.nofollow, flattened=doc.flattened,
                       stripped=doc.stripped)
+
+
+def document_base(doc: HtmlDocument, page_url: str) -> str:
+    """The URL a page's relative links resolve against (as :func:`extract` finds it)."""
+    return _document_base(doc.lexbor, page_url, DEFAULT_MAX_URL_LENGTH)
 
 
 def followable_links(parsed: ParsedHtml) -> list[str]:

@@ -55,15 +55,17 @@ from common.sitemap_work import read_job
 from common.sitemaps import SitemapRead, vouched_hosts
 from parser.charset import decode_html
 from parser.html import extract, followable_links, parse_document
+from parser.markdown import DEFAULT_MAX_CHARS, plain_markdown, render_markdown
 from parser.signals import TextSignals, text_signals
 from parser.signals import warm_up as _warm_signals
-from parser.text import MainText, extract_main_text
+from parser.text import MainText, main_content
 
 log = logging.getLogger(__name__)
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-# conversion records remembered per response record, so that a page delivered again
-# gets no second one (about 300 bytes each)
+MARKDOWN_TYPE = "text/markdown; charset=utf-8"
+# conversion records (text and Markdown) remembered per response record, so that a
+# page delivered again gets no second ones (about 600 bytes each)
 TEXT_MEMORY = 50_000
 MAX_LINKS_PER_MESSAGE = 2_000  # URLs of a sitemap per Discovered message
 MAX_MESSAGE_BYTES = 512 * 1024  # and about this many bytes of JSON (Kafka takes 1 MB)
@@ -97,6 +99,13 @@ class PageRenderer(Protocol):
         ...
 
 
+class Texts(msgspec.Struct, frozen=True, kw_only=True):
+    """A page's conversion records: its main text and (when on) its Markdown."""
+
+    text: Written
+    markdown: Written | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Extracted:
     title: str | None
@@ -105,17 +114,21 @@ class Extracted:
     noindex: bool
     nofollow: bool
     signals: TextSignals
+    markdown: str | None = None  # the main content as Markdown, when asked for
 
 
 def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: str | None,
-            product_token: str, tracking: urls.TrackingRules) -> Extracted:
-    """Pure: decode, extract links and text. Links come back canonical and followable."""
+            product_token: str, tracking: urls.TrackingRules, markdown: bool = False,
+            markdown_chars: int = DEFAULT_MAX_CHARS) -> Extracted:
+    """Pure: decode, extract links and text (and, with ``markdown``, the Markdown of
+    the same content, at most ``markdown_chars`` long: :mod:`parser.markdown`). Links
+    come back canonical and followable."""
     decoded = decode_html(body, content_type)
     media = (content_type or "text/html").split(";", 1)[0].strip().lower()
     if media in HTML_TYPES or not media.startswith("text/plain"):
         doc = parse_document(decoded.text)
         parsed = extract(doc, url, x_robots_tag=x_robots_tag, product_token=product_token)
-        main = extract_main_text(doc)  # after extract: it takes the document's tree
+        main, root = main_content(doc)  # after extract: it takes the document's tree
         links: list[str] = []
         seen: set[str] = set()
         for link in followable_links(parsed):
@@ -128,10 +141,15 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
                 links.append(canon)
         return Extracted(title=parsed.title, text=main.text, links=links,
                          noindex=parsed.noindex, nofollow=parsed.nofollow,
-                         signals=text_signals(main))
+                         signals=text_signals(main),
+                         markdown=(render_markdown(main, root, parsed.base_url,
+                                                   max_chars=markdown_chars)
+                                   if markdown else None))
     plain = MainText(decoded.text, len(" ".join(decoded.text.split())))
     return Extracted(title=None, text=decoded.text, links=[], noindex=False, nofollow=False,
-                     signals=text_signals(plain))
+                     signals=text_signals(plain),
+                     markdown=(plain_markdown(decoded.text, max_chars=markdown_chars)
+                               if markdown else None))
 
 
 def fingerprints(text: str) -> tuple[int | None, bytes | None]:
@@ -178,10 +196,11 @@ class ParserStage:
         self.metrics = metrics or Metrics.create(roles=(), process=False)
         self.parsed = 0
         self.failed = 0
-        # response record (file, offset) -> its conversion record, the most recent ones
-        self._texts: OrderedDict[tuple[str, int], Written] = OrderedDict()
+        # response record (file, offset) -> its conversion records (text, Markdown),
+        # the most recent ones
+        self._texts: OrderedDict[tuple[str, int], Texts] = OrderedDict()
 
-    def _remember_text(self, key: tuple[str, int], written: Written) -> None:
+    def _remember_text(self, key: tuple[str, int], written: Texts) -> None:
         self._texts[key] = written
         self._texts.move_to_end(key)
         while len(self._texts) > TEXT_MEMORY:
@@ -270,7 +289,10 @@ class ParserStage:
         return msgspec.structs.replace(
             base, simhash=simhash, sketch=sketch,
             text_chars=len(found.text), title=found.title,
-            text_record=text_written.pointer, links=found.links, noindex=found.noindex,
+            text_record=text_written.text.pointer,
+            markdown_record=(None if text_written.markdown is None
+                             else text_written.markdown.pointer),
+            links=found.links, noindex=found.noindex,
             nofollow=found.nofollow, text_words=found.signals.words,
             language=found.signals.language,
             language_confidence=(None if found.signals.language is None
@@ -394,17 +416,19 @@ def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) ->
 
 
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
-              text_written: Written | None = None, render: bool = False,
+              text_written: Texts | None = None, render: bool = False,
               render_all: bool = False,
               operator: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-              ) -> tuple[Extracted, Written | None, int | None, bytes | None, float,
+              ) -> tuple[Extracted, Texts | None, int | None, bytes | None, float,
                          ToRender | None]:
     """Page work: read the stored response, analyse it, write its text record and
     fingerprint the text. Returns the analysis, the text record, the SimHash and the
     MinHash sketch (both None for a text without words), the seconds spent reading
     and analysing, and None. With
-    ``text_written`` (the page's conversion record from an earlier delivery) no text
-    record is written again.
+    ``text_written`` (the page's conversion records from an earlier delivery) no text
+    or Markdown record is written again. The Markdown record (CRAWLER_PARSER_MARKDOWN)
+    refers to the response record like the text record, and carries its payload
+    digest.
 
     With ``render``, a page the render rules choose (:mod:`common.rendering`) is not
     finished here: the last item is then what a browser needs to load it, and there is
@@ -418,7 +442,8 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
     x_robots = _header(stored.headers, "x-robots-tag") or result.x_robots_tag
     found = analyse(stored.body, content_type, task.url, x_robots_tag=x_robots,
                     product_token=ctx.settings.crawl.user_agent_product,
-                    tracking=ctx.tracking)
+                    tracking=ctx.tracking, markdown=ctx.settings.parser.markdown,
+                    markdown_chars=ctx.settings.fetcher.max_body_bytes)
     elapsed = time.perf_counter() - started
     if render and _is_html(content_type):
         signal = ShellSignal(text_chars=len(found.text), links=len(found.links),
@@ -429,16 +454,32 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
         if why is not RenderWhy.NO:
             return found, None, None, None, elapsed, _to_render(why, task.url, stored)
     if text_written is None:
-        text_written = ctx.archive.write_text(
-            url=task.url, text=found.text, fetched_at=result.fetched_at,
-            refers_to_record_id=stored.record_id, signals=text_fields(found.signals))
+        text_written = write_texts(ctx, task.url, found, result.fetched_at,
+                                   stored.record_id, stored.payload_digest)
     simhash, sketch = fingerprints(found.text)
     return found, text_written, simhash, sketch, elapsed, None
 
 
+def write_texts(ctx: WorkContext, url: str, found: Extracted, fetched_at: float,
+                refers_to: str, digest: str | None) -> Texts:
+    """Write the page's text record and, when there is one, its Markdown record
+    (``text/markdown``), both referring to the record ``refers_to`` (whose payload
+    digest ``digest`` the Markdown record carries) and with the text's signals."""
+    fields = text_fields(found.signals)
+    text = ctx.archive.write_text(url=url, text=found.text, fetched_at=fetched_at,
+                                  refers_to_record_id=refers_to, signals=fields)
+    markdown = None
+    if found.markdown is not None:
+        markdown = ctx.archive.write_text(
+            url=url, text=found.markdown, fetched_at=fetched_at,
+            refers_to_record_id=refers_to, content_type=MARKDOWN_TYPE, signals=fields,
+            refers_to_digest=digest)
+    return Texts(text=text, markdown=markdown)
+
+
 def rendered_job(ctx: WorkContext, result: FetchResult, record_id: str, html: str,
-                 fields: dict[str, str], *, text_written: Written | None = None
-                 ) -> tuple[Extracted, RecordPointer, Written, int | None, bytes | None,
+                 fields: dict[str, str], *, text_written: Texts | None = None
+                 ) -> tuple[Extracted, RecordPointer, Texts, int | None, bytes | None,
                             float]:
     """Page work: archive the DOM a browser built (a conversion record that refers to
     the response ``record_id``), analyse it like a fetched page, write its text record
@@ -452,12 +493,12 @@ def rendered_job(ctx: WorkContext, result: FetchResult, record_id: str, html: st
     found = analyse(html.encode("utf-8", "replace"), "text/html; charset=utf-8", task.url,
                     x_robots_tag=result.x_robots_tag,
                     product_token=ctx.settings.crawl.user_agent_product,
-                    tracking=ctx.tracking)
+                    tracking=ctx.tracking, markdown=ctx.settings.parser.markdown,
+                    markdown_chars=ctx.settings.fetcher.max_body_bytes)
     elapsed = time.perf_counter() - started
-    if text_written is None:
-        text_written = ctx.archive.write_text(
-            url=task.url, text=found.text, fetched_at=result.fetched_at,
-            refers_to_record_id=dom.record_id, signals=text_fields(found.signals))
+    if text_written is None:  # made from the DOM: they refer to the rendered record
+        text_written = write_texts(ctx, task.url, found, result.fetched_at,
+                                   dom.record_id, None)
     simhash, sketch = fingerprints(found.text)
     return found, dom.pointer, text_written, simhash, sketch, elapsed
 

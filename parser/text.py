@@ -73,6 +73,7 @@ __all__ = [
     "ROOT_PATTERNS",
     "MainText",
     "extract_main_text",
+    "main_content",
     "main_text",
     "uses_main_content",
 ]
@@ -198,15 +199,23 @@ def main_text(html: str | HtmlDocument, *, max_chars: int | None = None) -> str:
 
 def extract_main_text(html: str | HtmlDocument) -> MainText:
     """The page's main text with the length of its visible text (see the module)."""
+    return main_content(html)[0]
+
+
+def main_content(html: str | HtmlDocument) -> tuple[MainText, LexborNode | None]:
+    """:func:`extract_main_text`, and the content root its text was converted from,
+    boilerplate already removed (steps 1-4 of the module), for a renderer that keeps
+    the markup (:mod:`parser.markdown`). The root is None when the page got its whole
+    visible text (flattened, over budget) or has no body."""
     doc = html if isinstance(html, HtmlDocument) else parse_document(html)
     if not uses_main_content(doc):
         text = _convert(doc.tree, main_content=False)
-        return MainText(text, len(" ".join(text.split())))
+        return MainText(text, len(" ".join(text.split()))), None
     page = doc.take_lexbor()
     page.strip_tags(_INVISIBLE)
     body = page.body
     if body is None:
-        return MainText("", 0)
+        return MainText("", 0), None
     visible = len(" ".join(body.text(deep=True).split()))
     root, root_paragraphs = _root(body)
     _prune(root)
@@ -215,7 +224,7 @@ def extract_main_text(html: str | HtmlDocument) -> MainText:
     text = _convert(tree, main_content=True)
     if len(text) < FALLBACK_SHARE * root_paragraphs:
         text = _convert(tree, main_content=False)
-    return MainText(_drop_boilerplate_lines(text), visible)
+    return MainText(_drop_boilerplate_lines(text), visible), root
 
 
 def _drop_boilerplate_lines(text: str) -> str:

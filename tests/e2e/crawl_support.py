@@ -88,13 +88,15 @@ class Outcome:
         """Records of the page archive (not the text files), in file order."""
         return warc_records(blob_root(self.settings))
 
-    def texts(self) -> dict[str, str]:
-        """Extracted text by URL (the conversion records of the text files)."""
+    def texts(self, media: str = "text/plain") -> dict[str, str]:
+        """Extracted text by URL (the conversion records of the text files of type
+        ``media``: text/plain, or text/markdown for the Markdown records)."""
         out: dict[str, str] = {}
         for path in sorted(blob_root(self.settings).glob("*-text-*.warc.gz")):
             with path.open("rb") as fh:
                 for rec in ArchiveIterator(fh):
-                    if rec.rec_type == "conversion":
+                    kind = rec.rec_headers.get_header("Content-Type") or ""
+                    if rec.rec_type == "conversion" and kind.startswith(media):
                         uri = rec.rec_headers.get_header("WARC-Target-URI") or ""
                         out[uri] = rec.content_stream().read().decode("utf-8")
         return out

@@ -207,7 +207,8 @@ def _text_records(warc: Path) -> tuple[dict[str, str], dict[str, str], Counter[s
     for path in sorted(warc.glob("*.warc.gz")):
         with path.open("rb") as fh:
             for rec in ArchiveIterator(fh):
-                if rec.rec_type == "conversion":
+                kind = rec.rec_headers.get_header("Content-Type") or ""
+                if rec.rec_type == "conversion" and kind.startswith("text/plain"):
                     refers[rec.rec_headers.get_header("WARC-Refers-To") or ""] += 1
                 elif rec.rec_type == "revisit":
                     rid = rec.rec_headers.get_header("WARC-Record-ID") or ""

@@ -184,7 +184,8 @@ async def test_cluster_renders_script_built_pages(
     responses = {r.uri: r for r in records if r.type == "response"}
     rendered = [r for r in records if r.type == "conversion"]
     assert sorted(r.uri for r in rendered) == sorted(shells), [r.uri for r in rendered]
-    texts = {r.uri: r for r in text_records(tmp_path / "warc") if r.type == "conversion"}
+    texts = {r.uri: r for r in text_records(tmp_path / "warc") if r.type == "conversion"
+             and r.headers["Content-Type"].startswith("text/plain")}
     for dom in rendered:
         assert dom.headers["WARC-Refers-To"] == responses[dom.uri].headers["WARC-Record-ID"]
         assert dom.headers["Content-Type"].startswith("text/html")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from simweb import SimWeb
 from simweb.scenarios import seed
@@ -63,3 +64,23 @@ async def test_seed_scenario_on_kafka_and_cassandra(tmp_path: Path) -> None:
     assert all(n == 1 for n in in_flight.values()), in_flight
     warcs = list((tmp_path / "warc").glob("*fetcher*.warc.gz"))
     assert len({w.name.split("-warc-")[0] for w in warcs}) >= 1
+    # every kept page's Markdown record, written by the fetchers' inline parse, refers
+    # to its response record and carries that record's payload digest
+    digests: dict[str, str] = {}
+    texts: Counter[str] = Counter()
+    markdown: dict[str, dict[str, str]] = {}
+    for path in sorted((tmp_path / "warc").glob("*.warc.gz")):
+        with path.open("rb") as fh:
+            for rec in ArchiveIterator(fh):
+                headers = dict(rec.rec_headers.headers)
+                if rec.rec_type == "response":
+                    digests[headers["WARC-Record-ID"]] = headers["WARC-Payload-Digest"]
+                elif rec.rec_type == "conversion" and "-text-" in path.name:
+                    if headers["Content-Type"].startswith("text/markdown"):
+                        assert headers["WARC-Refers-To"] not in markdown
+                        markdown[headers["WARC-Refers-To"]] = headers
+                    else:
+                        texts[headers["WARC-Refers-To"]] += 1
+    assert len(markdown) == stats.kept and set(markdown) == set(texts)
+    for refers, headers in markdown.items():
+        assert headers["WARC-Refers-To-Payload-Digest"] == digests[refers]

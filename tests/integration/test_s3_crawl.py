@@ -69,5 +69,11 @@ async def test_embedded_crawl_writes_to_the_bucket(s3: S3Server, tmp_path: Path,
             assert stored.body == responses[page["url"]]
             text = RecordPointer(**page["textKey"])
             assert reader.read(text)[:2] == b"\x1f\x8b"  # a gzip member: one record
+            markdown = RecordPointer(**page["markdownKey"])
+            record = next(iter(ArchiveIterator(io.BytesIO(reader.read(markdown)))))
+            headers = record.rec_headers
+            assert headers.get_header("Content-Type").startswith("text/markdown")
+            assert headers.get_header("WARC-Refers-To") == stored.record_id
+            assert headers.get_header("WARC-Refers-To-Payload-Digest") == stored.payload_digest
     finally:
         reader.close()

@@ -133,6 +133,20 @@ def test_page_record_carries_the_signals_in_camel_case() -> None:
     assert without_text.language is None and without_text.text_chars is None
 
 
+def test_page_record_names_the_markdown_record_and_older_records_decode() -> None:
+    markdown = RecordPointer("t.warc.gz", 10, 20)
+    data = json.loads(encode(page_record(_page(markdown_record=markdown), None)))
+    assert data["markdownKey"] == {"file": "t.warc.gz", "offset": 10, "length": 20}
+    assert page_record(_page(), None).markdown_key is None
+    assert page_record(_page(text_record=None, markdown_record=markdown),
+                       None).markdown_key is None
+    del data["markdownKey"]  # a page record or parsed page from before the field
+    assert decode(PageRecord, json.dumps(data).encode()).markdown_key is None
+    parsed = json.loads(encode(_page(markdown_record=markdown)))
+    del parsed["markdown_record"]
+    assert decode(ParsedPage, json.dumps(parsed).encode()).markdown_record is None
+
+
 def test_conversion_record_carries_the_signals(tmp_path: Path) -> None:
     store = LocalBlobStore(str(tmp_path), writer_id="w1")
     writer = ArchiveWriter(store, software="polite-crawler/test")
