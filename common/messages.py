@@ -335,6 +335,10 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     detail: str | None = None  # a sitemap: what it held
     rendered: RecordPointer | None = None  # the DOM a browser built (docs/rendering.md)
     render_error: str | None = None  # chosen for rendering, and the browser failed
+    document_pages: Size | None = None  # a PDF: its page count (docs/pdf.md)
+    # what the extraction hook returned (docs/extraction-hook.md); None: no hook, or
+    # its answer was dropped
+    extra: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _check_simhash(self.simhash)
@@ -359,6 +363,9 @@ class PageRecord(_Msg, frozen=True, kw_only=True, rename="camel"):
     text_chars: Size | None = None
     text_words: Size | None = None
     boilerplate_ratio: Ratio | None = None
+    document_pages: Size | None = None  # a PDF: its page count (docs/pdf.md)
+    extra: dict[str, Any] | None = None  # the extraction hook's fields, if any
+    # (docs/extraction-hook.md)
 
 
 class PayloadEncoding(enum.StrEnum):

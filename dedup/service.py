@@ -266,4 +266,5 @@ def page_record(page: ParsedPage, near_of: str | None) -> PageRecord:
         language_confidence=page.language_confidence if text else None,
         text_chars=page.text_chars if text else None,
         text_words=page.text_words if text else None,
-        boilerplate_ratio=page.boilerplate_ratio if text else None)
+        boilerplate_ratio=page.boilerplate_ratio if text else None,
+        document_pages=page.document_pages if text else None, extra=page.extra)
