@@ -8,8 +8,8 @@ expands to when read:
 - :func:`bomb_pdf`: one page whose content stream is deflated twice
   (``[/FlateDecode /FlateDecode]``) and inflates to ``expanded`` bytes (gigabytes from
   a few KiB on disk).
-- :func:`slow_pdf`: one page of millions of text operations (a few KiB on disk), which
-  keeps an extractor busy for tens of seconds.
+- :func:`slow_pdf`: pages of near a million text operations each (a few KiB on disk),
+  which keep an extractor busy for tens of seconds a page.
 - :func:`many_pages_pdf`: ``pages`` pages (2,000 by default) of a line each.
 - :func:`looping_pdf`: a cross-reference chain whose ``/Prev`` points at itself and a
   page tree whose kid is its own parent: a reader that follows either without a guard
@@ -36,7 +36,7 @@ def _stream(content: bytes, extra: bytes = b"") -> bytes:
 
 
 def _assemble(objects: list[bytes], *, root: int = 1, xref: bool = True,
-              prev_self: bool = False) -> bytes:
+              prev_self: bool = False, info: int | None = None) -> bytes:
     """A PDF of ``objects`` (object n is ``objects[n - 1]``) with a correct
     cross-reference table; ``prev_self``: its trailer's /Prev names the table itself."""
     out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
@@ -50,6 +50,7 @@ def _assemble(objects: list[bytes], *, root: int = 1, xref: bool = True,
         for offset in offsets:
             out += f"{offset:010d} 00000 n \n".encode()
     prev = f" /Prev {start}" if prev_self else ""
+    prev += f" /Info {info} 0 R" if info is not None else ""
     out += (f"trailer\n<< /Size {len(objects) + 1} /Root {root} 0 R{prev} >>\n"
             f"startxref\n{start}\n%%EOF\n").encode()
     return bytes(out)
@@ -62,9 +63,9 @@ def page_text(page: int, words: int = 200) -> list[str]:
 
 
 def text_pdf(pages: int = 3, words: int = 200, *, lines: list[list[str]] | None = None,
-             compress: bool = True) -> bytes:
+             compress: bool = True, title: str | None = None) -> bytes:
     """A PDF of ``pages`` pages of ``words`` words each (:func:`page_text`), or of the
-    given ``lines`` per page."""
+    given ``lines`` per page; ``title``: its document information's /Title."""
     texts = lines if lines is not None else [page_text(p, words) for p in range(pages)]
     n = len(texts)
     # 1 catalog, 2 pages, 3 font, then per page: the page and its content stream
@@ -82,7 +83,10 @@ def text_pdf(pages: int = 3, words: int = 200, *, lines: list[list[str]] | None 
                        f"/Contents {5 + 2 * i} 0 R >>".encode())
         objects.append(_stream(zlib.compress(content), b" /Filter /FlateDecode")
                        if compress else _stream(content))
-    return _assemble(objects)
+    if title is None:
+        return _assemble(objects)
+    objects.append(f"<< /Title ({_escape(title)}) >>".encode("latin-1"))
+    return _assemble(objects, info=len(objects))
 
 
 def bomb_pdf(expanded: int = 4 * 1024**3) -> bytes:
@@ -102,21 +106,26 @@ def bomb_pdf(expanded: int = 4 * 1024**3) -> bytes:
     return _assemble(objects)
 
 
-def slow_pdf(operations: int = 4_000_000) -> bytes:
-    """One page drawing ``operations`` two-letter strings (``(ab) Tj``), deflated twice:
-    a few KiB on disk, tens of seconds of a text extractor's time."""
-    inner = zlib.compressobj(9)
+def slow_pdf(pages: int = 1, operations: int = 900_000) -> bytes:
+    """``pages`` pages each drawing ``operations`` two-letter strings (``(ab) Tj``),
+    deflated twice: a few KiB on disk, tens of seconds of a text extractor's time per
+    page (900,000 operations are 1.8 million tokens, under pypdf's 2 million a
+    stream)."""
     block = b"(ab) Tj " * 100_000
-    parts = [inner.compress(b"BT /F1 1 Tf ")]
-    parts += [inner.compress(block) for _ in range(operations // 100_000)]
-    parts.append(inner.compress(b" ET") + inner.flush())
-    twice = zlib.compress(b"".join(parts), 9)
+    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(pages))
     objects = [b"<< /Type /Catalog /Pages 2 0 R >>",
-               b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
-               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-               b"/Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>",
-               _stream(twice, b" /Filter [/FlateDecode /FlateDecode]")]
+               f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    for i in range(pages):
+        inner = zlib.compressobj(9)
+        parts = [inner.compress(b"BT /F1 1 Tf ")]
+        parts += [inner.compress(block) for _ in range(operations // 100_000)]
+        parts.append(inner.compress(f" ({i}) Tj ET".encode()) + inner.flush())
+        twice = zlib.compress(b"".join(parts), 9)
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                       f"/Resources << /Font << /F1 3 0 R >> >> "
+                       f"/Contents {5 + 2 * i} 0 R >>".encode())
+        objects.append(_stream(twice, b" /Filter [/FlateDecode /FlateDecode]"))
     return _assemble(objects)
 
 

@@ -34,8 +34,10 @@ def test_media_types() -> None:
 
 
 def test_text_and_page_count() -> None:
-    read = read_pdf(text_pdf(pages=3, words=60), max_pages=10)
+    read = read_pdf(text_pdf(pages=3, words=60, title="A  (report)"), max_pages=10)
     assert (read.pages, read.pages_read) == (3, 3)
+    assert read.title == "A (report)"
+    assert read_pdf(text_pdf(pages=1), max_pages=1).title is None
     for page in range(3):
         for line in page_text(page, 60):
             assert line in read.text
