@@ -126,9 +126,9 @@ class CrawlSettings:
                                  "killed and replaced, and the page recorded as a parse "
                                  "timeout (0: no limit). Threads cannot be stopped: there "
                                  "the parser's input bounds limit a page's cost. In "
-                                 "cluster mode the limit of reading one sitemap file, "
-                                 "which the fetcher and the parser do in a worker "
-                                 "process of their own.",
+                                 "cluster mode the limit of reading one sitemap file or "
+                                 "PDF, which the fetcher and the parser do in a "
+                                 "worker process of their own.",
                                  minimum=0)
 
     @property

@@ -118,3 +118,18 @@ def test_memory_cap_refuses_growth_and_is_lifted_after() -> None:
         bytearray(512 * 1024 * 1024)
     assert resource.getrlimit(resource.RLIMIT_AS) == before
     assert len(bytearray(256 * 1024 * 1024)) == 256 * 1024 * 1024
+
+
+def test_page_records_carry_document_pages_and_extra_and_old_lines_decode() -> None:
+    import msgspec
+
+    from common.messages import PageRecord
+
+    record = PageRecord(url="http://a.test/r.pdf", fetched_at="2026-01-01T00:00:00Z",
+                        status=200, content_hash=None, simhash=None, storage_key=None,
+                        text_key=None, document_pages=3, extra={"title": "T"})
+    line = msgspec.json.decode(msgspec.json.encode(record))
+    assert line["documentPages"] == 3 and line["extra"] == {"title": "T"}
+    del line["documentPages"], line["extra"]  # a line written before these fields
+    old = msgspec.json.decode(msgspec.json.encode(line), type=PageRecord)
+    assert old.document_pages is None and old.extra is None
