@@ -109,6 +109,7 @@ class _Late(BaseException):
 
 
 _abandoned: set[threading.Thread] = set()
+_abandoned_lock = threading.Lock()  # worker threads call hooks at once
 
 
 def call_hook(hook: Callable[[PageView], object], view: PageView, *, timeout: float,
@@ -142,11 +143,12 @@ def _call_with_alarm(hook: Callable[[PageView], object], view: PageView, timeout
 
 def _call_on_thread(hook: Callable[[PageView], object], view: PageView, timeout: float,
                     max_bytes: int) -> HookAnswer:
-    for thread in list(_abandoned):
-        if not thread.is_alive():
-            _abandoned.discard(thread)
-    if len(_abandoned) >= MAX_ABANDONED:
-        return HookAnswer(None, "skipped", f"{len(_abandoned)} late hook calls still run")
+    with _abandoned_lock:
+        for thread in list(_abandoned):
+            if not thread.is_alive():
+                _abandoned.discard(thread)
+        if len(_abandoned) >= MAX_ABANDONED:
+            return HookAnswer(None, "skipped", f"{len(_abandoned)} late hook calls still run")
     answer: list[HookAnswer] = []
 
     def call() -> None:
@@ -161,6 +163,7 @@ def _call_on_thread(hook: Callable[[PageView], object], view: PageView, timeout:
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
-        _abandoned.add(thread)
+        with _abandoned_lock:
+            _abandoned.add(thread)
         return HookAnswer(None, "timeout", f"took longer than {timeout:g} s")
     return answer[0]
