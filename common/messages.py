@@ -338,6 +338,10 @@ class ParsedPage(_Msg, frozen=True, kw_only=True):
     # the Markdown of the main content (docs/markdown.md); absent from older parsers'
     # messages and when CRAWLER_PARSER_MARKDOWN is off
     markdown_record: RecordPointer | None = None
+    document_pages: Size | None = None  # a PDF: its page count (docs/pdf.md)
+    # what the extraction hook returned (docs/extraction-hook.md); None: no hook, or
+    # its answer was dropped
+    extra: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _check_simhash(self.simhash)
@@ -364,6 +368,9 @@ class PageRecord(_Msg, frozen=True, kw_only=True, rename="camel"):
     boilerplate_ratio: Ratio | None = None
     # the page's Markdown record (docs/markdown.md); None without one
     markdown_key: RecordPointer | None = None
+    document_pages: Size | None = None  # a PDF: its page count (docs/pdf.md)
+    extra: dict[str, Any] | None = None  # the extraction hook's fields, if any
+    # (docs/extraction-hook.md)
 
 
 class PayloadEncoding(enum.StrEnum):

@@ -269,6 +269,10 @@ class ParserMetrics:
         self.text_bytes = Counter(
             "crawler_parser_text_bytes_total", "Bytes of extracted text written.",
             registry=registry)
+        self.hook_problems = Counter(
+            "crawler_parser_hook_problems_total",
+            "Pages whose extraction hook answer was dropped, by problem (raised, timeout, "
+            "skipped, not_dict, not_json, too_big).", ["problem"], registry=registry)
         self.sitemaps_read = Counter(
             "crawler_parser_sitemaps_read_total",
             "Sitemap files read, by how reading ended (sitemap: whole; sitemap_invalid, "

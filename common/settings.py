@@ -33,6 +33,7 @@ from common.addresses import (
     parse_override,
     s3_endpoint_problem,
 )
+from common.hooks import load_hook
 from common.patterns import compile_operator_pattern  # RE2: linear-time matching
 from common.scope import rules_from_settings
 from common.settingsbase import PREFIX as PREFIX  # re-exported: the names users know
@@ -125,9 +126,9 @@ class CrawlSettings:
                                  "killed and replaced, and the page recorded as a parse "
                                  "timeout (0: no limit). Threads cannot be stopped: there "
                                  "the parser's input bounds limit a page's cost. In "
-                                 "cluster mode the limit of reading one sitemap file, "
-                                 "which the fetcher and the parser do in a worker "
-                                 "process of their own.",
+                                 "cluster mode the limit of reading one sitemap file or "
+                                 "PDF, which the fetcher and the parser do in a "
+                                 "worker process of their own.",
                                  minimum=0)
 
     @property
@@ -212,7 +213,8 @@ class FetcherSettings:
                              minimum=1)
     allowed_content_types: tuple[str, ...] = _f(
         ("text/html", "application/xhtml+xml", "text/plain"),
-        "Media types that are downloaded; others end as 'bad content type'.")
+        "Media types that are downloaded; others end as 'bad content type'. Add "
+        "application/pdf to store the text of PDFs (docs/pdf.md).")
     robots_cache_ttl: float = _f(86400.0, "Seconds a robots.txt answer is cached.", minimum=0)
     robots_error_retry: float = _f(600.0, "After a robots.txt 5xx or network error, the host "
                                    "is disallowed for this many seconds.", minimum=0)
@@ -442,19 +444,33 @@ class RenderSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class ParserSettings:
-    markdown: bool = _f(True, "Also write each kept page's main content as Markdown: a "
-                        "conversion record (text/markdown) in the text WARC files beside "
-                        "its text record, named by markdownKey in the page record "
-                        "(docs/markdown.md).")
-
-
-@dataclass(frozen=True, slots=True)
 class ApiSettings:
     port: int = _f(0, "Port of the control API (0: not served).", minimum=0,
                    maximum=65535)
     host: str = _f("127.0.0.1", "Address the control API listens on.")
     token: str = _f("", "Bearer token the control API requires.")
+
+
+@dataclass(frozen=True, slots=True)
+class ParserSettings:
+    markdown: bool = _f(True, "Also write each kept page's main content as Markdown: a "
+                        "conversion record (text/markdown) in the text WARC files beside "
+                        "its text record, named by markdownKey in the page record "
+                        "(docs/markdown.md).")
+    pdf_max_bytes: int = _f(5_000_000, "PDF bodies (application/pdf, downloaded only when "
+                            "CRAWLER_FETCHER_ALLOWED_CONTENT_TYPES lists it) larger than "
+                            "this are not read: recorded as parse_error. The download cap "
+                            "CRAWLER_FETCHER_MAX_BODY_BYTES applies first (docs/pdf.md).",
+                            minimum=1)
+    pdf_max_pages: int = _f(500, "Pages of one PDF whose text is read at most (the page "
+                            "count recorded is the whole file's).", minimum=1)
+    hook: str = _f("", "An extraction hook: package.module:function, called with each "
+                   "parsed page, whose dict is stored as the page record's extra "
+                   "(docs/extraction-hook.md); empty: none.")
+    hook_timeout: float = _f(5.0, "Seconds a hook call may take; a slower one loses its "
+                             "page's extra fields, not the page.", minimum=0.01)
+    hook_max_bytes: int = _f(16_384, "Bytes of JSON a hook's fields may take; more: the "
+                             "page's extra is dropped.", minimum=2, maximum=262_144)
 
 
 @dataclass(frozen=True, slots=True)
@@ -708,6 +724,8 @@ def _validate_structured(s: Settings) -> None:
     each("traps", "blocked_patterns", s.traps.blocked_patterns, compile_operator_pattern)
     each("render", "patterns", s.render.patterns, compile_operator_pattern)
     rules_from_settings(s.scope)
+    if s.parser.hook:
+        each("parser", "hook", (s.parser.hook,), load_hook)
 
     def host(text: str) -> None:
         bare = text.removeprefix(".")

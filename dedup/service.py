@@ -267,4 +267,5 @@ def page_record(page: ParsedPage, near_of: str | None) -> PageRecord:
         text_chars=page.text_chars if text else None,
         text_words=page.text_words if text else None,
         boilerplate_ratio=page.boilerplate_ratio if text else None,
-        markdown_key=page.markdown_record if text else None)
+        markdown_key=page.markdown_record if text else None,
+        document_pages=page.document_pages if text else None, extra=page.extra)

@@ -17,23 +17,32 @@ own where the stage is given one, :mod:`common.sitemap_work`): the URLs it lists
 the frontier here (topic discovered, at most :data:`MAX_LINKS_PER_MESSAGE` a message),
 and its ParsedPage carries no links, only how reading it ended (``reason``) and what
 it held (``detail``).
+
+A PDF (``application/pdf``, downloaded when the allowed types list it) is read by
+:mod:`parser.pdf`: its text is stored and judged like an HTML page's main text, with its
+page count, and no links are taken from it. It is read in a worker process with a
+memory cap: the parse worker itself (embedded mode), or the stage's sitemap worker
+where it has one (cluster services, whose page work is threads). The user's extraction
+hook (:mod:`parser.hook`), where one is set, is called with every parsed page.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
 from common import minhash, urls
 from common.adapters.handling import while_down
 from common.archive import ArchiveWriter, StoredResponse, TextFields, Written, read_response
+from common.hooks import load_hook
 from common.messages import (
     Discovered,
     FetchOutcome,
@@ -53,7 +62,9 @@ from common.settings import Settings
 from common.simhash import encoded_tokens, simhash_of
 from common.sitemap_work import read_job
 from common.sitemaps import SitemapRead, vouched_hosts
+from parser import pdf as pdfs
 from parser.charset import decode_html
+from parser.hook import HookAnswer, PageView, call_hook
 from parser.html import extract, followable_links, parse_document
 from parser.markdown import DEFAULT_MAX_CHARS, plain_markdown, render_markdown
 from parser.signals import TextSignals, text_signals
@@ -115,6 +126,8 @@ class Extracted:
     nofollow: bool
     signals: TextSignals
     markdown: str | None = None  # the main content as Markdown, when asked for
+    document_pages: int | None = None  # a PDF's page count
+    hook: HookAnswer | None = None  # what the extraction hook returned, where one is set
 
 
 def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: str | None,
@@ -246,10 +259,15 @@ class ParserStage:
             # a page delivered again (a retry, a redelivery after a rebalance) keeps the
             # conversion record written the first time: one per response record
             render = self.renderer is not None or self.defer_render
+            pdf = None
+            if self.sitemap_work is not None and pdfs.is_pdf(result.content_type):
+                # threads cannot be stopped: the PDF is read in the killable worker
+                body = await self.work.run(pdf_body_job, record)
+                pdf = await self.sitemap_work.run(pdfs.read_job, body)
             found, text_written, simhash, sketch, elapsed, to_render = await self.work.run(
                 parse_job, result, record, text_written=self._texts.get(key),
                 render=render, render_all=self.render_all,
-                operator=await self._operator_rules() if render else ((), ()))
+                operator=await self._operator_rules() if render else ((), ()), pdf=pdf)
             if to_render is not None and self.renderer is None:
                 self.deferred += 1
                 await while_down(lambda: self.bus.publish(Topic.RENDER, task.host, result),
@@ -286,6 +304,7 @@ class ParserStage:
         pm.parse_duration.observe(elapsed)
         pm.links_extracted.inc(len(found.links))
         pm.text_bytes.inc(len(found.text.encode()))
+        extra = self._hook_extra(task.url, found.hook)
         return msgspec.structs.replace(
             base, simhash=simhash, sketch=sketch,
             text_chars=len(found.text), title=found.title,
@@ -298,7 +317,19 @@ class ParserStage:
             language_confidence=(None if found.signals.language is None
                                  else found.signals.language_confidence),
             boilerplate_ratio=found.signals.boilerplate_ratio,
-            rendered=rendered, render_error=render_error)
+            rendered=rendered, render_error=render_error,
+            document_pages=found.document_pages, extra=extra)
+
+    def _hook_extra(self, url: str, answer: HookAnswer | None) -> dict[str, Any] | None:
+        """The hook's fields for the page record; a dropped answer is counted and
+        logged (the page is stored all the same)."""
+        if answer is None:
+            return None
+        if answer.problem is not None:
+            self.metrics.parser.hook_problems.labels(answer.problem).inc()
+            log.warning("extraction hook on %s: %s (%s); the page is stored without "
+                        "its extra fields", url, answer.problem, answer.detail)
+        return answer.extra
 
     async def _operator_rules(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The operator's render hosts and patterns (cached; the last ones known while
@@ -418,7 +449,8 @@ def sitemap_job(ctx: WorkContext, result: FetchResult, record: RecordPointer) ->
 def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
               text_written: Texts | None = None, render: bool = False,
               render_all: bool = False,
-              operator: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+              operator: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+              pdf: pdfs.PdfText | None = None
               ) -> tuple[Extracted, Texts | None, int | None, bytes | None, float,
                          ToRender | None]:
     """Page work: read the stored response, analyse it, write its text record and
@@ -434,16 +466,25 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
     finished here: the last item is then what a browser needs to load it, and there is
     no text record and no SimHash yet. ``render_all``: every HTML page is chosen (the
     render service, whose pages a parser chose already). ``operator``: the hosts and
-    patterns of the control API's render rules."""
+    patterns of the control API's render rules.
+
+    A PDF is read here (in a worker process, with its memory capped), unless ``pdf``
+    gives what was read of it elsewhere. The extraction hook, where one is set, is
+    called with the page before its text record is written."""
     task = result.task
     started = time.perf_counter()
     stored = ctx.recall(record) or read_response(ctx.blobs, record)
     content_type = _header(stored.headers, "content-type") or result.content_type
     x_robots = _header(stored.headers, "x-robots-tag") or result.x_robots_tag
-    found = analyse(stored.body, content_type, task.url, x_robots_tag=x_robots,
-                    product_token=ctx.settings.crawl.user_agent_product,
-                    tracking=ctx.tracking, markdown=ctx.settings.parser.markdown,
-                    markdown_chars=ctx.settings.fetcher.max_body_bytes)
+    if pdf is not None or pdfs.is_pdf(content_type):
+        found = pdf_analysis(pdf or pdfs.read_job(ctx, stored.body),
+                             markdown=ctx.settings.parser.markdown,
+                             markdown_chars=ctx.settings.fetcher.max_body_bytes)
+    else:
+        found = analyse(stored.body, content_type, task.url, x_robots_tag=x_robots,
+                        product_token=ctx.settings.crawl.user_agent_product,
+                        tracking=ctx.tracking, markdown=ctx.settings.parser.markdown,
+                        markdown_chars=ctx.settings.fetcher.max_body_bytes)
     elapsed = time.perf_counter() - started
     if render and _is_html(content_type):
         signal = ShellSignal(text_chars=len(found.text), links=len(found.links),
@@ -453,6 +494,7 @@ def parse_job(ctx: WorkContext, result: FetchResult, record: RecordPointer, *,
             why = RenderWhy.HANDED
         if why is not RenderWhy.NO:
             return found, None, None, None, elapsed, _to_render(why, task.url, stored)
+    found = with_hook(ctx, found, stored, task.url, content_type)
     if text_written is None:
         text_written = write_texts(ctx, task.url, found, result.fetched_at,
                                    stored.record_id, stored.payload_digest)
@@ -496,11 +538,55 @@ def rendered_job(ctx: WorkContext, result: FetchResult, record_id: str, html: st
                     tracking=ctx.tracking, markdown=ctx.settings.parser.markdown,
                     markdown_chars=ctx.settings.fetcher.max_body_bytes)
     elapsed = time.perf_counter() - started
+    response = msgspec.structs.replace(_STUB, url=task.url, status=result.status)
+    found = with_hook(ctx, found, response, task.url, "text/html; charset=utf-8", html=html)
     if text_written is None:  # made from the DOM: they refer to the rendered record
         text_written = write_texts(ctx, task.url, found, result.fetched_at,
                                    dom.record_id, None)
     simhash, sketch = fingerprints(found.text)
     return found, dom.pointer, text_written, simhash, sketch, elapsed
+
+
+def pdf_body_job(ctx: WorkContext, record: RecordPointer) -> bytes:
+    """Page work: the stored body of a PDF, to read elsewhere (kept for the parse that
+    follows, which writes its text record)."""
+    stored = ctx.recent.get(record) or read_response(ctx.blobs, record)
+    return stored.body
+
+
+def pdf_analysis(pdf: pdfs.PdfText, *, markdown: bool = False,
+                 markdown_chars: int = DEFAULT_MAX_CHARS) -> Extracted:
+    """Pure: a PDF's text as a page's main text (no links; the whole text is the main
+    text, so the boilerplate ratio is 0), and with ``markdown`` that text as Markdown
+    paragraphs."""
+    plain = MainText(pdf.text, len(" ".join(pdf.text.split())))
+    return Extracted(title=pdf.title, text=pdf.text, links=[], noindex=False,
+                     nofollow=False, signals=text_signals(plain), document_pages=pdf.pages,
+                     markdown=(plain_markdown(pdf.text, max_chars=markdown_chars)
+                               if markdown else None))
+
+
+def with_hook(ctx: WorkContext, found: Extracted, stored: StoredResponse, url: str,
+              content_type: str | None, *, html: str | None = None) -> Extracted:
+    """``found`` with the extraction hook's answer, where one is set."""
+    spec = ctx.settings.parser.hook
+    if not spec:
+        return found
+    hook = load_hook(spec)  # once per process (cached)
+    if html is None and _is_html(content_type) and found.document_pages is None:
+        html = decode_html(stored.body, content_type).text
+    view = PageView(url=url, final_url=stored.url, status=stored.status,
+                    headers=tuple(stored.headers), content_type=content_type, html=html,
+                    text=found.text, title=found.title, language=found.signals.language,
+                    document_pages=found.document_pages)
+    answer = call_hook(hook, view, timeout=ctx.settings.parser.hook_timeout,
+                       max_bytes=ctx.settings.parser.hook_max_bytes)
+    return dataclasses.replace(found, hook=answer)
+
+
+# what the hook of a rendered page is told of its response (the DOM is the page)
+_STUB = StoredResponse(url="", record_type="conversion", status=200, reason="", headers=[],
+                       body=b"", record_id="", warc_date="", payload_digest=None)
 
 
 @functools.lru_cache(maxsize=8)

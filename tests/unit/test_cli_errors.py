@@ -79,6 +79,9 @@ def test_junk_options_exit_2_naming_the_option_and_create_nothing(
     ("CRAWLER_BUS_TOPIC_PREFIX", "crawl/x"),
     ("CRAWLER_TRAPS_BLOCKED_PATTERNS", "("),
     ("CRAWLER_BLOB_PREFIX", "../x"),
+    ("CRAWLER_PARSER_HOOK", "no_such_module_here:hook"),
+    ("CRAWLER_PARSER_HOOK", "tests.hook_support:NOT_CALLABLE"),
+    ("CRAWLER_PARSER_HOOK", "tests.hook_support"),
 ])
 def test_junk_settings_exit_2_naming_the_variable_and_create_nothing(
         variable: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -1,0 +1,1 @@
+"""Examples of extending the crawler (docs/extraction-hook.md)."""
