@@ -21,6 +21,7 @@ from tests.export_checks import (
     duckdb_count,
     kept_records,
     parquet_rows,
+    record_text,
     run_wacz_validate,
 )
 
@@ -61,7 +62,7 @@ async def test_export_jsonl_parquet_and_wacz(tmp_path: Path,
     check_rows(parquet, records, blobs)
     assert parquet == jsonl
     count = duckdb_count(tmp_path / "pages.parquet")
-    assert count in (None, len(kept))
+    assert count == len(kept)
 
     entries = check_wacz(tmp_path / "crawl.wacz", set(kept))
     texts = {r["url"]: r["text"] for r in jsonl}
@@ -72,10 +73,24 @@ async def test_export_jsonl_parquet_and_wacz(tmp_path: Path,
     export("wacz", tmp_path / "plain.wacz")
     assert all("text" not in e for e in check_wacz(tmp_path / "plain.wacz", set(kept)))
 
-    # Markdown asked for from a crawl that wrote none: said, and the column is empty
+    # Markdown (written by default): each row's is its page's Markdown record
     said = export("jsonl", tmp_path / "md.jsonl", "--content", "markdown")
-    assert "no page record has a markdownKey" in said
+    assert "no page record has a markdownKey" not in said
     md = [json.loads(line) for line in (tmp_path / "md.jsonl").read_text().splitlines()]
+    assert len(md) == len(kept)
+    for row in md:
+        key = kept[row["url"]]["markdownKey"]
+        assert row["markdown"] == record_text(blobs, key) != "", row["url"]
+        assert "text" not in row
+
+    # Markdown asked for from a crawl that wrote none: said, and the column is empty
+    async with SimWeb(scenario(site), dns=True) as web:
+        await run(web, tmp_path / "plain-crawl", ["export.test/"], parser={"markdown": False})
+    code = cli.main(["export", "--out", str(tmp_path / "plain-crawl"), "--format", "jsonl",
+                     "--to", str(tmp_path / "none.jsonl"), "--content", "markdown"])
+    assert code == 0
+    assert "no page record has a markdownKey" in capsys.readouterr().err
+    md = [json.loads(line) for line in (tmp_path / "none.jsonl").read_text().splitlines()]
     assert len(md) == len(kept) and all(r["markdown"] is None for r in md)
 
     # duplicates on request
