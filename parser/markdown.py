@@ -95,6 +95,8 @@ _LAYOUT = frozenset({"table", "ul", "ol", "dl", "pre", "blockquote", "h1", "h2",
                      "h4", "h5", "h6", "form", "section", "article"})
 _LINK_SCHEMES = ("http:", "https:", "mailto:")
 
+_PERMALINKS = frozenset({"¶", "§", "#", "🔗", "∞"})
+"""Texts of an in-page link that marks a heading's anchor rather than saying anything."""
 _SPACES = re.compile(r"\s+")
 _RUNS = re.compile(r" {2,}")
 _ESCAPE = re.compile(r"[\\`*\[\]<>|]|(?<!\w)_|_(?!\w)|&(?=#?\w{1,32};)")
@@ -270,7 +272,12 @@ class _Walk:
             self._code(node.text(deep=True))
             return None
         if tag == "a":
-            url = self._link(node.attributes.get("href") or "")
+            href = node.attributes.get("href") or ""
+            if href.startswith("#") and node.text(deep=True).strip() in _PERMALINKS:
+                # a heading's permalink (Sphinx, MkDocs, Hugo): its symbol is not content
+                # (nor in the main text, so a heading that kept it would match no line)
+                return None
+            url = self._link(href)
             if url is None:
                 return (None, _EXIT, None)
             wrap = _Wrap(len(self.md), "[", "](" + _destination(url) + ")")
