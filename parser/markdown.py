@@ -97,6 +97,13 @@ _LINK_SCHEMES = ("http:", "https:", "mailto:")
 
 _PERMALINKS = frozenset({"¶", "§", "#", "🔗", "∞"})
 """Texts of an in-page link that marks a heading's anchor rather than saying anything."""
+_PERMALINK_CHARS = "".join(_PERMALINKS) + " "
+
+
+def _match_key(line: str) -> str:
+    """A whitespace-collapsed line as the matcher compares it: without trailing
+    permalink symbols."""
+    return line.rstrip(_PERMALINK_CHARS) if line.endswith(tuple(_PERMALINKS)) else line
 _SPACES = re.compile(r"\s+")
 _RUNS = re.compile(r" {2,}")
 _ESCAPE = re.compile(r"[\\`*\[\]<>|]|(?<!\w)_|_(?!\w)|&(?=#?\w{1,32};)")
@@ -275,7 +282,9 @@ class _Walk:
             href = node.attributes.get("href") or ""
             if href.startswith("#") and node.text(deep=True).strip() in _PERMALINKS:
                 # a heading's permalink (Sphinx, MkDocs, Hugo): its symbol is not content
-                # (nor in the main text, so a heading that kept it would match no line)
+                # (the main text keeps some of these symbols and not others, so the
+                # match below leaves a line's trailing symbols out on both sides)
+                self._add("", node.text(deep=True).strip())
                 return None
             url = self._link(href)
             if url is None:
@@ -525,7 +534,7 @@ class _Matcher:
         self.lines: dict[str, int] = {}
         self.order: list[str] = []
         for line in text.split("\n"):
-            key = " ".join(line.split())
+            key = _match_key(" ".join(line.split()))
             if key:
                 if key not in self.lines:
                     self.order.append(key)
@@ -535,6 +544,7 @@ class _Matcher:
     def take_line(self, plain: str, parts: list[str] | None = None) -> bool:
         """Pass 1: ``plain`` is a line of the main text no block took yet, or each of
         its ``parts`` (its lines) is."""
+        plain = _match_key(plain)
         left = self.lines.get(plain, 0)
         if left:
             self.lines[plain] = left - 1
@@ -542,7 +552,7 @@ class _Matcher:
         if not parts or len(parts) < 2:
             return False
         counts: dict[str, int] = {}
-        for part in parts:
+        for part in map(_match_key, parts):
             counts[part] = counts.get(part, 0) + 1
         if any(self.lines.get(part, 0) < count for part, count in counts.items()):
             return False

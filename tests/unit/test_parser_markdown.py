@@ -38,6 +38,16 @@ def test_headings_and_paragraphs() -> None:
     assert "# Title" not in out  # the title is the page record's, as in the main text
 
 
+
+def test_heading_permalinks_are_not_content() -> None:
+    # Sphinx and MkDocs end headings with an in-page link to themselves; the main text
+    # has no symbol there, so a heading keeping it would match no line and be dropped
+    out = md("<h2>Usage<a class='headerlink' href='#usage'>\u00b6</a></h2><p>How to.</p>"
+             "<h3>Notes <a href='#notes'>#</a></h3><p>See <a href='#usage'>usage</a>.</p>")
+    assert "## Usage\n\nHow to." in out
+    assert "### Notes\n" in out
+    assert "[usage](https://example.com/a/page#usage)" in out or "[usage](" in out
+
 def test_nested_lists_ordered_and_unordered() -> None:
     out = md("<ul><li>one<ul><li>one a</li><li>one b<ol start=3><li>deep</li></ol></li>"
              "</ul></li><li>two</li></ul><ol><li>first</li><li>second</li></ol>")
