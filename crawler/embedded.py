@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+import msgspec
+
 from common.adapters.memory_bus import MemoryBus
 from common.adapters.metered import MeteredStateStore
 from common.adapters.sqlite_store import SqliteStateStore
@@ -298,10 +300,15 @@ class EmbeddedCrawler:
                 progress.report(await self.stats())
 
     async def stats(self) -> CrawlStats:
-        return await collect(self.store, seen_skipped=self.frontier.counters.seen_skipped,
-                             invalid=self.frontier.counters.invalid,
-                             recrawl_interval=self.settings.crawl.recrawl_interval,
-                             now=self.clock())
+        figures = await collect(self.store, seen_skipped=self.frontier.counters.seen_skipped,
+                                invalid=self.frontier.counters.invalid,
+                                recrawl_interval=self.settings.crawl.recrawl_interval,
+                                now=self.clock())
+        # the store keeps a row in flight QUEUED (frontier.dispatch); this process
+        # knows which of them are in flight
+        flying = self.frontier.in_flight()
+        return msgspec.structs.replace(figures, in_flight=figures.in_flight + flying,
+                                       queued=max(0, figures.queued - flying))
 
     async def close(self) -> None:
         if self.health is not None:

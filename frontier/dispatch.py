@@ -257,8 +257,13 @@ class Dispatcher:
                                        else Reason.HOST_CAP)
             return False
         if not slot.head:
-            slot.head.extend(await store.due_urls(host, now, HEAD_SIZE))
+            # rows in flight here are still QUEUED in the store: read past them
+            flying = slot.flying_urls()
+            due = await store.due_urls(host, now, HEAD_SIZE + len(flying))
+            slot.head.extend(r for r in due if r.url not in flying)
         if not slot.head:
+            if slot.flying:
+                return False  # the next result schedules the host again
             nxt = await store.next_due_time(host)
             if nxt is not None:
                 hosts.schedule(host, slot, nxt)
@@ -296,31 +301,28 @@ class Dispatcher:
             ctx.metrics.count_rejected(refused, 1)
             hosts.schedule(host, slot, now)
             return False
-        if first_sitemap_fetch(row):  # written with the row (cluster) or the result
+        if first_sitemap_fetch(row):  # written with the result (or a lease renewal)
             state.sitemap_files += 1
+        # In flight in memory only: the store keeps the row QUEUED until the result
+        # writes its outcome (one write per page, not two). Should this process die, the
+        # row is simply queued again; a late result of this task finds no task of its
+        # id here and counts as stale (frontier.results).
         row.status = UrlStatus.IN_FLIGHT
         row.attempts += 1
         task_id = uuid.uuid4().hex
         slot.tasks.add(task_id)
+        slot.flying[task_id] = row
+        # The longest this request can run: robots.txt and the page (each bounded by
+        # the total timeout) and the rest between them.
+        delay = politeness_delay(state, ctx.settings.politeness, ctx.delay_overrides)
+        span = (2 * ctx.settings.fetcher.total_timeout + delay
+                + ctx.settings.politeness.max_crawl_delay)
+        maybe_out = False  # whether the task may have reached the bus
         try:
-            delay = politeness_delay(state, ctx.settings.politeness, ctx.delay_overrides)
-            # The longest this request can run: robots.txt and the page (each bounded by
-            # the total timeout) and the rest between them. A new owner waits it out.
-            fs = ctx.settings.fetcher
-            lease_before = state.lease_until
-            state.lease_until = max(state.lease_until, now + 2 * fs.total_timeout + delay
-                                    + ctx.settings.politeness.max_crawl_delay)
-            try:
-                if ctx.embedded:
-                    # embedded mode drops the lease on recovery, so the host row is
-                    # written with the fetch result instead (one write less per page)
-                    await store.put_url(row)
-                else:
-                    # the lease is for a later owner: in the same write as the row
-                    await store.put_url_and_host(row, state)
-            except BaseException:
-                state.lease_until = lease_before  # no request can have gone out
-                raise
+            if not ctx.embedded:
+                # a later owner waits out the stored lease (a period of requests, not
+                # one: written about once every half span while the host is crawled)
+                await hosts.renew_lease(host, slot, now, span)
             task = FetchTask(task_id=task_id, url=row.url, host=host, depth=row.depth,
                              priority=row.priority, attempt=row.attempts, hops=row.hops,
                              etag=row.etag, last_modified=row.last_modified,
@@ -335,17 +337,23 @@ class Dispatcher:
             # with ip keying the task goes by its address, so that one fetcher (the
             # consumer of the address's partition) holds the address's gate whichever
             # frontier owns the host; otherwise by the host, on the host's partition
+            maybe_out = True
             await ctx.bus.publish(Topic.FETCH, task_route(host, key, hosts.keys.mode), task)
         except BaseException:
-            # The task may have gone out or not. The row goes back to the head with its
-            # attempt still counted, so a late result of this task is a stale one; with
-            # nothing in flight here the host waits out the lease set above.
+            # The task may have gone out or not. Its id is forgotten, so a late result
+            # of it is a stale one, and the row goes back to the head; with nothing in
+            # flight here the host waits as long as the request could run.
             slot.tasks.discard(task_id)
+            slot.flying.pop(task_id, None)
+            if maybe_out:
+                slot.foreign_lease = max(slot.foreign_lease, now + span)
             if key is not None:
                 hosts.keys.forget_task(task_id)
-                group = hosts.keys.groups[key]  # it rests as the host does
-                group.next_allowed_at = max(group.next_allowed_at, state.lease_until)
+                if maybe_out:
+                    group = hosts.keys.groups[key]  # it rests as the host does
+                    group.next_allowed_at = max(group.next_allowed_at, now + span)
             row.status = UrlStatus.QUEUED
+            row.attempts -= 1
             slot.head.appendleft(row)
             raise
         ctx.counters.dispatched += 1

@@ -13,6 +13,12 @@ timed.
   puts a host on it.
 - which hosts this instance owns (:meth:`HostTable.owns`), and the politeness-key
   groups of its hosts (:attr:`HostTable.keys`).
+- the host leases this instance wrote (cluster mode, :meth:`HostTable.renew_lease`):
+  a lease in a host's row says how long a request of its owner may still be running,
+  for a later owner to wait out. It covers a period (:data:`LEASE_SPANS` times the
+  longest a request can take) and is renewed when less than one request's span is
+  left, not written with every dispatch; results leave it in place. A lease this
+  instance wrote is its own: it does not wait for it.
 """
 
 from __future__ import annotations
@@ -27,6 +33,12 @@ from common.ports import HostState
 from frontier.gate import OwnershipGate
 from frontier.keys import KeyGroups
 from frontier.state import Context, HostSlot
+
+LEASE_SPANS = 1.5
+"""A renewed lease runs this many request spans from now; it is renewed once less than
+one span is left, so a host writes its row for its lease about once every half span
+(the longest a request can take, with its robots.txt and rest) while it is crawled,
+and a later owner waits at most this many spans after the last renewal."""
 
 
 class HostTable:
@@ -44,6 +56,8 @@ class HostTable:
         self.timer: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
         self.max_in_flight = ctx.settings.politeness.max_in_flight_per_host
+        # host -> the lease_until this instance last wrote to the host's row (cluster)
+        self.own_leases: dict[str, float] = {}
 
     def owns(self, host: str) -> bool:
         if self.owned is None:
@@ -61,6 +75,10 @@ class HostTable:
         if slot is None:
             state = await self.ctx.store.get_host(host) or HostState(host=host)
             slot = HostSlot(state=state)
+            if not self.ctx.embedded and self.own_leases.get(host) != state.lease_until:
+                # written by an earlier owner (or an earlier run of this one): a request
+                # of it may still be running
+                slot.foreign_lease = state.lease_until
             self.slots[host] = slot
             if self.keys.mode == "domain":
                 # known from the name: joined at once, so its rest and lease (a request
@@ -101,9 +119,30 @@ class HostTable:
             slot.wake_at = None
             slot.due_since = None
 
+    async def renew_lease(self, host: str, slot: HostSlot, now: float, span: float) -> None:
+        """Make sure the host's stored lease covers a request of ``span`` seconds sent
+        now: when less than that is left, write a lease of :data:`LEASE_SPANS` spans
+        with the host's row. The caller holds the host's lock and has settled its row."""
+        state = slot.state
+        if state.lease_until >= now + span:
+            return
+        before = state.lease_until
+        state.lease_until = now + LEASE_SPANS * span
+        try:
+            await self.ctx.store.put_host(state)
+        except BaseException:
+            state.lease_until = before
+            slot.suspect = True  # it may have been applied all the same
+            raise
+        self.own_leases[host] = state.lease_until
+        if len(self.own_leases) > 2 * len(self.slots) + 10_000:
+            # leases that ran out need no remembering: nobody waits for them
+            self.own_leases = {h: t for h, t in self.own_leases.items() if t > now}
+
     def drop_unowned(self) -> int:
         """Forget the hosts no longer owned (an ownership change); returns how many
         requests they had in flight here."""
+        self.own_leases = {h: t for h, t in self.own_leases.items() if self.owns(h)}
         in_flight = 0
         for host in [h for h in self.slots if not self.owns(h)]:
             slot = self.slots.pop(host)
@@ -141,5 +180,6 @@ class HostTable:
             f"{h}(in_flight={s.in_flight} ready={s.ready} head={len(s.head)} "
             f"wake={None if s.wake_at is None else round(s.wake_at - now, 1)} "
             f"next={round(s.state.next_allowed_at - now, 1)} "
-            f"lease={round(s.state.lease_until - now, 1)})"
+            f"lease={round(s.state.lease_until - now, 1)} "
+            f"foreign_lease={round(s.foreign_lease - now, 1)})"
             for h, s in sorted(self.slots.items()))

@@ -154,8 +154,11 @@ class Intake:
                     continue
                 await ctx.store.put_url(changed)
                 slot = hosts.slots.get(row.host)
-                for held in slot.head if slot is not None else ():
-                    if held.url == row.url:  # the queue head's copy is written at dispatch
+                held_rows = ([*slot.head, *slot.flying.values()] if slot is not None
+                             else [])
+                for held in held_rows:
+                    # the copies in the queue head and in flight are written later
+                    if held.url == row.url:
                         held.lastmod = changed.lastmod
             if (changed.status is UrlStatus.QUEUED and stored is not None
                     and stored.status is not UrlStatus.QUEUED):

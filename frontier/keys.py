@@ -77,7 +77,7 @@ class KeyGroups:
         group = self.group(key)
         rest = slot.state.next_allowed_at
         if slot.in_flight == 0 and not self._embedded:
-            rest = max(rest, slot.state.lease_until)
+            rest = max(rest, slot.foreign_lease)
         group.next_allowed_at = max(group.next_allowed_at, rest)
 
     def group(self, key: str) -> KeyGroup:

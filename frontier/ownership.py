@@ -70,11 +70,15 @@ class Ownership:
         """Make the store consistent after a stop, crash or owner change, then schedule
         the owned hosts.
 
-        IN_FLIGHT rows that this instance did not dispatch go back to QUEUED (their
-        fetch may have been lost: delivery is at least once). Their hosts rest: in
-        embedded mode the old process and its requests are gone, so a full delay from
-        now is enough; in cluster mode a fetcher may still be working on the old task,
-        so the host also waits out the lease its old owner stored at dispatch. FETCHED
+        A dispatch leaves its row QUEUED in the store (frontier.dispatch), so a request
+        in flight when its frontier stopped or died needs no repair: its row is queued
+        and fetched again. Its host must still rest: in cluster mode a fetcher may
+        still be working on the old task, so the host waits out the lease its old
+        owner stored (frontier.hosts); in embedded mode the old process and its
+        requests are gone, so at start every host with queued rows (a resumed crawl)
+        rests a full delay from now. IN_FLIGHT rows (written by earlier versions, which
+        marked a row at dispatch) that this instance did not dispatch go back to
+        QUEUED, their hosts resting the same way. FETCHED
         rows (stored but not yet parsed or deduplicated) are handed to the parser again
         (unless ``replay`` is False: the watchdog's recovery, see
         :meth:`frontier.dispatch.Dispatcher.check_stall`).
@@ -97,6 +101,7 @@ class Ownership:
                                                   ctx.delay_overrides)
                     if ctx.embedded:
                         slot.state.lease_until = 0.0
+                        slot.foreign_lease = 0.0
                     slot.state.next_allowed_at = max(slot.state.next_allowed_at, rest)
                     await store.put_host(slot.state)
                     if hosts.keys.mode == "domain":  # its siblings rest with it
@@ -104,9 +109,19 @@ class Ownership:
                 ctx.counters.refetched += len(rows)
             if replay:
                 await self._queue_refreshes(now)
+            # embedded mode's start: the rows queued are an earlier run's
+            resumed = ctx.embedded and replay
             for host in await store.hosts_with_status(UrlStatus.QUEUED):
                 if hosts.owns(host):
                     slot = await hosts.slot(host)
+                    if resumed and slot.in_flight == 0:
+                        # a request of the earlier run may have been in flight at its end
+                        slot.state.next_allowed_at = max(
+                            slot.state.next_allowed_at,
+                            now + politeness_delay(slot.state, ctx.settings.politeness,
+                                                   ctx.delay_overrides))
+                        if hosts.keys.mode == "domain":  # its siblings rest with it
+                            hosts.keys.join(host, slot, politeness_key(host, "domain"))
                     hosts.schedule(host, slot, slot.state.next_allowed_at)
         if not replay:
             ctx.wake.set()

@@ -387,7 +387,7 @@ def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: 
     request_made = outcome not in NO_REQUEST_OUTCOMES or result.robots_fetched
     effect = ResultEffect(row=row, host=host, request_made=request_made)
 
-    host.lease_until = 0.0  # the request this result answers is over
+    # host.lease_until stays: it covers a period of requests (frontier.hosts)
     refresh = result.task.previous_record is not None  # of a page stored before
     if outcome not in NO_REQUEST_OUTCOMES:
         host.page_count += 1

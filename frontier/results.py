@@ -82,15 +82,18 @@ class Results:
             # back short
             slot.suspect = slot.suspect or retry
             await hosts.settle(task.host, slot)
+        row: UrlState | None = None
         if slot is not None and task.task_id in slot.tasks:
-            # our own request is over, whatever the row says now
+            # our own request is over
             slot.tasks.discard(task.task_id)
+            row = slot.flying.pop(task.task_id, None)
             self.dispatcher.request_over()
-        row = await store.get_url(task.host, task.url)
         now = ctx.clock()
-        if row is None or row.status is not UrlStatus.IN_FLIGHT or row.attempts != task.attempt:
-            # a repeated delivery, or a task an earlier owner handed out: the URL's row
-            # has moved on, but a request that reached the host still counts for its rest
+        if row is None or row.url != task.url or row.attempts != task.attempt:
+            # a repeated delivery, or a task an earlier owner (or an earlier run) handed
+            # out: the row is not in flight here (the store never held it IN_FLIGHT, see
+            # frontier.dispatch), but a request that reached the host still counts for
+            # its rest
             ctx.counters.stale_results += 1
             if result.fetched_at and (result.robots_fetched
                                       or result.outcome not in NO_REQUEST_OUTCOMES):
@@ -168,8 +171,7 @@ class Results:
                 slot.hold_until = self.ctx.clock() + politeness_delay(
                     slot.state, self.ctx.settings.politeness, self.ctx.delay_overrides)
                 self.hosts.schedule(msg.host, slot, slot.rest_until())
-        row = await self.ctx.store.get_url(msg.host, msg.url)
-        if row is not None and row.status is UrlStatus.IN_FLIGHT:
+        if slot is not None and msg.url in slot.flying_urls():
             # The verdict can overtake its own fetch result (different topics, and a new
             # owner may be working through a backlog of results): keep it until the
             # result makes the row FETCHED, then apply it if it is about the same body.
@@ -177,6 +179,7 @@ class Results:
             while len(self.early) > EARLY_VERDICTS:
                 self.early.popitem(last=False)
             return
+        row = await self.ctx.store.get_url(msg.host, msg.url)
         if row is None or row.status is not UrlStatus.FETCHED:
             # only a stored page awaits a verdict; a queued row gets one when its next
             # fetch is parsed

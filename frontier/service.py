@@ -167,6 +167,10 @@ class Frontier:
         :meth:`frontier.ownership.Ownership.assign`."""
         await self.ownership.assign(partitions)
 
+    def in_flight(self) -> int:
+        """Requests this instance has in flight (their rows are QUEUED in the store)."""
+        return sum(len(slot.flying) for slot in self.hosts.slots.values())
+
     async def recover(self, *, replay: bool = True) -> None:
         """Make the store consistent and schedule the owned hosts; see
         :meth:`frontier.ownership.Ownership.recover`."""

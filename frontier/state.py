@@ -32,6 +32,12 @@ class HostSlot:
     state: HostState
     head: deque[UrlState] = field(default_factory=deque)
     tasks: set[str] = field(default_factory=set)  # ids of tasks this instance dispatched
+    # the rows of those tasks, by task id: IN_FLIGHT in memory only (the store keeps
+    # them QUEUED until their result is written; see frontier.dispatch)
+    flying: dict[str, UrlState] = field(default_factory=dict)
+    # a request an earlier owner (or a dispatch whose publish failed) may still have
+    # out runs until then: with nothing in flight here the host waits it out
+    foreign_lease: float = 0.0
     wake_at: float | None = None  # time of its live timer-heap entry
     ready: bool = False  # in the ready heap, or its dispatch task has not begun yet
     due_since: float | None = None  # when it became ready, until its dispatch is over
@@ -49,7 +55,11 @@ class HostSlot:
         """When the host may be fetched again: its politeness timer, a hold for a
         verdict, and with nothing in flight here the lease of an earlier owner."""
         at = max(self.state.next_allowed_at, self.hold_until)
-        return max(at, self.state.lease_until) if self.in_flight == 0 else at
+        return max(at, self.foreign_lease) if self.in_flight == 0 else at
+
+    def flying_urls(self) -> set[str]:
+        """URLs of the requests in flight here."""
+        return {row.url for row in self.flying.values()}
 
     def refreshing(self) -> bool:
         """Whether the host's next URL is a refresh (its head's first row; with an empty

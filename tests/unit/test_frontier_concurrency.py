@@ -28,6 +28,7 @@ from common.messages import (
 from common.ports import Delivery, HostState, UrlState
 from common.settings import Settings
 from frontier.service import Frontier, HostLocks, OwnershipGate
+from tests.frontier_support import fly
 
 LIMIT = 5.0  # seconds any single wait in these tests may take
 
@@ -41,7 +42,7 @@ class GatedStore(SqliteStateStore):
         self.held: dict[str, asyncio.Event] = {}
         self.waiting: dict[str, asyncio.Event] = {}  # set when a call waits at the gate
         self.calls: list[tuple[str, str, str]] = []
-        self.fail_put_url: set[str] = set()  # hosts whose next write of a URL row raises
+        self.fail_put_host: set[str] = set()  # hosts whose next write of its row raises
 
     def hold(self, host: str) -> None:
         self.held[host] = asyncio.Event()
@@ -64,17 +65,11 @@ class GatedStore(SqliteStateStore):
 
     async def put_url(self, row: UrlState) -> None:
         await self._gate(row.host, "put_url")
-        if row.host in self.fail_put_url:
-            self.fail_put_url.discard(row.host)
-            raise OSError("store unavailable")
         await super().put_url(row)
 
     async def put_url_and_host(self, row: UrlState, host: HostState, *,
                                index: NearIndex | None = None) -> None:
         await self._gate(row.host, "put_url_and_host")
-        if row.host in self.fail_put_url:
-            self.fail_put_url.discard(row.host)
-            raise OSError("store unavailable")
         await super().put_url_and_host(row, host, index=index)
 
     async def get_host(self, host: str) -> HostState | None:
@@ -83,6 +78,9 @@ class GatedStore(SqliteStateStore):
 
     async def put_host(self, row: HostState) -> None:
         await self._gate(row.host, "put_host")
+        if row.host in self.fail_put_host:
+            self.fail_put_host.discard(row.host)
+            raise OSError("store unavailable")
         await super().put_host(row)
 
     async def due_urls(self, host: str, now: float, limit: int) -> list[UrlState]:
@@ -106,14 +104,16 @@ def _settings(**politeness: object) -> Settings:
     return Settings().replace(politeness={"default_delay": 0.0, **politeness})
 
 
-async def _in_flight(store: GatedStore, host: str, task_id: str = "t") -> FetchResult:
-    """A URL of ``host`` in flight (attempt 1) and the result that answers it."""
+async def _in_flight(frontier: Frontier | None, store: GatedStore, host: str,
+                     task_id: str = "t") -> FetchResult:
+    """A URL of ``host`` in flight (attempt 1) and the result that answers it: a task
+    ``frontier`` dispatched, or (None) one an earlier owner handed out."""
     url = f"http://{host}/p"
     await store.add_urls([UrlState(host=host, url=url)])
     row = await store.get_url(host, url)
     assert row is not None
-    row.status, row.attempts = UrlStatus.IN_FLIGHT, 1
-    await store.put_url(row)
+    if frontier is not None:
+        await fly(frontier, row, task_id)
     task = FetchTask(task_id=task_id, url=url, host=host, attempt=1)
     return FetchResult(task=task, outcome=FetchOutcome.OK, status=200, fetched_at=1.0,
                        content_hash="sha256:aa")
@@ -232,8 +232,8 @@ async def test_a_cancelled_exclusive_waiter_lets_shared_holders_in_again() -> No
 async def test_results_of_other_hosts_go_on_while_one_hosts_store_call_is_slow(
         store: GatedStore) -> None:
     frontier = Frontier(_settings(), MemoryBus(), store, embedded=False)
-    slow = await _in_flight(store, "slow.test", "t1")
-    fast = await _in_flight(store, "fast.test", "t2")
+    slow = await _in_flight(frontier, store, "slow.test", "t1")
+    fast = await _in_flight(frontier, store, "fast.test", "t2")
     store.hold("slow.test")
     stuck = asyncio.create_task(frontier.handle(_delivery(Topic.FETCHED, "slow.test", slow)))
     await asyncio.wait_for(store.waiting["slow.test"].wait(), LIMIT)
@@ -252,7 +252,7 @@ async def test_messages_of_one_host_do_not_interleave(store: GatedStore) -> None
     """A verdict handled while the fetch result of the same URL is half-way through
     must wait for it; else it would see the row in flight and be kept aside for good."""
     frontier = Frontier(_settings(), MemoryBus(), store, embedded=False)
-    result = await _in_flight(store, "a.test")
+    result = await _in_flight(frontier, store, "a.test")
     verdict = StatusUpdate(url="http://a.test/p", host="a.test", status=UrlStatus.DONE,
                            content_hash="sha256:aa")
     store.hold("a.test")
@@ -288,7 +288,7 @@ async def test_an_ownership_change_waits_for_handlers_in_progress(
         store: GatedStore) -> None:
     bus = MemoryBus(Settings().bus, partitions=2)
     frontier = Frontier(_settings(), bus, store, embedded=False)
-    result = await _in_flight(store, "a.test")
+    result = await _in_flight(frontier, store, "a.test")
     store.hold("a.test")
     handler = asyncio.create_task(frontier.handle(_delivery(Topic.FETCHED, "a.test", result)))
     await asyncio.wait_for(store.waiting["a.test"].wait(), LIMIT)
@@ -378,17 +378,22 @@ async def test_a_failed_dispatch_is_tried_again_and_dispatching_goes_on(
     bus = MemoryBus()
     frontier = Frontier(_settings(), bus, store, embedded=False)
     await _discover(frontier, "a.test", ["/1"])
-    store.fail_put_url.add("a.test")  # the dispatch's write of the row and lease
+    store.fail_put_host.add("a.test")  # the dispatch's write of the host's lease
     got: list[FetchTask] = []
     some = asyncio.Event()
     runner = await _run_until(frontier, bus, some, got)
     try:
         await asyncio.wait_for(some.wait(), LIMIT)  # after the retry delay
         assert [t.url for t in got] == ["http://a.test/1"]
-        assert got[0].attempt == 2  # the failed attempt counts: its result would be stale
+        # no request went out: the failed attempt does not count
+        assert got[0].attempt == 1
         assert frontier.outstanding == 1
+        # in flight in memory; the store keeps the row queued until its result
         row = await store.get_url("a.test", "http://a.test/1")
-        assert row is not None and row.status is UrlStatus.IN_FLIGHT
+        assert row is not None and row.status is UrlStatus.QUEUED
+        assert frontier.in_flight() == 1
+        stored = await store.get_host("a.test")
+        assert stored is not None and stored.lease_until > 0  # the retry wrote it
     finally:
         await _stop(frontier, bus, runner)
 
@@ -396,7 +401,11 @@ async def test_a_failed_dispatch_is_tried_again_and_dispatching_goes_on(
 async def test_a_result_waits_for_the_dispatch_of_its_host(store: GatedStore) -> None:
     bus = MemoryBus()
     frontier = Frontier(_settings(), bus, store, embedded=False)
-    earlier = await _in_flight(store, "a.test")  # a task an earlier owner handed out
+    earlier = await _in_flight(None, store, "a.test")  # a task an earlier owner handed out
+    done = await store.get_url("a.test", "http://a.test/p")
+    assert done is not None
+    done.status = UrlStatus.DONE  # fetched since (the result is a late repeat)
+    await store.put_url(done)
     await _discover(frontier, "a.test", ["/1"])
     store.hold("a.test")
     got: list[FetchTask] = []
@@ -413,11 +422,12 @@ async def test_a_result_waits_for_the_dispatch_of_its_host(store: GatedStore) ->
         calls = [(call, name) for host, call, name in store.calls if host == "a.test"]
         mine = [i for i, (_, name) in enumerate(calls) if name == "result"]
         assert mine and mine == list(range(mine[0], mine[-1] + 1)), calls
-        # the row and the host's lease, in one write
-        lease = calls.index(("put_url_and_host", "frontier-dispatch:a.test"))
+        # the host's lease (the only write of a dispatch)
+        lease = calls.index(("put_host", "frontier-dispatch:a.test"))
         assert lease < mine[0], calls  # the whole dispatch came first
         assert [t.url for t in got] == ["http://a.test/1"]
         row = await store.get_url("a.test", "http://a.test/p")
-        assert row is not None and row.status is UrlStatus.FETCHED
+        assert row is not None and row.status is UrlStatus.DONE  # a stale result
+        assert frontier.counters.stale_results == 1
     finally:
         await _stop(frontier, bus, runner)

@@ -12,6 +12,7 @@ from common.messages import FetchOutcome, FetchResult, FetchTask, StatusUpdate, 
 from common.ports import Delivery, UrlState
 from common.settings import Settings
 from frontier.service import Frontier
+from tests.frontier_support import fly
 
 URL = "http://a.test/p"
 DELAY = 2.0
@@ -41,8 +42,7 @@ async def _rests(tmp_path: Path, *, render: bool, embedded: bool = False,
         await store.add_urls([UrlState(host="a.test", url=URL)])
         row = await store.get_url("a.test", URL)
         assert row is not None
-        row.status, row.attempts = UrlStatus.IN_FLIGHT, 1
-        await store.put_url(row)
+        await fly(frontier, row, "t")
         verdict = StatusUpdate(url=URL, host="a.test", status=UrlStatus.DONE,
                                content_hash="sha256:aa")
         task = FetchTask(task_id="t", url=URL, host="a.test", attempt=1, delay=DELAY)

@@ -19,18 +19,18 @@ from common.messages import (
 from common.ports import Delivery, HostState, UrlState
 from common.settings import Settings
 from frontier.service import Frontier
+from tests.frontier_support import fly
 
 URL = "http://a.test/p"
 
 
 async def _in_flight(store: SqliteStateStore) -> Frontier:
-    """A frontier on ``store`` whose one URL is in flight (attempt 1)."""
+    """A frontier on ``store`` whose one URL is in flight (attempt 1, task "t")."""
     frontier = Frontier(Settings(), MemoryBus(), store)
     await store.add_urls([UrlState(host="a.test", url=URL)])
     row = await store.get_url("a.test", URL)
     assert row is not None
-    row.status, row.attempts = UrlStatus.IN_FLIGHT, 1
-    await store.put_url(row)
+    await fly(frontier, row, "t")
     return frontier
 
 

@@ -111,7 +111,7 @@ async def test_stale_result_writes_no_entries(tmp_path: Path) -> None:
         await _result_with_verdict(store, _unique_verdict(), attempt=2)  # not the row's
         assert await store.simhash_candidates([7]) == []
         row = await store.get_url("a.test", URL)
-        assert row is not None and row.status is UrlStatus.IN_FLIGHT
+        assert row is not None and row.status is UrlStatus.QUEUED  # still in flight
 
 
 async def test_verdict_about_another_body_writes_no_entries(tmp_path: Path) -> None:

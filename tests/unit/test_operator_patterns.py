@@ -132,7 +132,9 @@ async def test_the_issue_pattern_neither_freezes_discovery_nor_dispatch(
         await asyncio.wait_for(asyncio.gather(consumer, runner), 10)
     assert sorted(t.url for t in got) == sorted(["http://r.test" + evil, "http://r.test/ok"])
     row = await store.get_url("r.test", "http://r.test" + evil)
-    assert row is not None and row.status is UrlStatus.IN_FLIGHT
+    # dispatched: queued in the store until its result, in flight in memory
+    assert row is not None and row.status is UrlStatus.QUEUED
+    assert "http://r.test" + evil in frontier.hosts.slots["r.test"].flying_urls()
 
 
 async def test_a_stored_pattern_re2_cannot_run_is_skipped(
