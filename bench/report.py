@@ -57,6 +57,8 @@ def ratios(results: dict[str, Any]) -> dict[str, float | None]:
                                                  _median(scr, "cpu_seconds_per_1000_pages")),
         "cluster_vs_scrapy_pages_per_second": ratio(_median(clu, "pages_per_second"),
                                                     _median(scr, "pages_per_second")),
+        "embedded_vs_scrapy_peak_memory": ratio(_median(emb, "max_rss_bytes"),
+                                                _median(scr, "max_rss_bytes")),
     }
     scaling = [r for r in results.get("scaling") or [] if "error" not in r]
     if len(scaling) >= 2:
@@ -91,9 +93,9 @@ def headline(results: dict[str, Any]) -> list[str]:
         return "–" if v is None else f"{v:.2f}x"
 
     lines.append(f"embedded / Scrapy pages per second: "
-                 f"{x(r['embedded_vs_scrapy_pages_per_second'])} (goal >= 3x)")
+                 f"{x(r['embedded_vs_scrapy_pages_per_second'])} (goal >= 2x)")
     lines.append(f"embedded / Scrapy CPU per page: "
-                 f"{x(r['embedded_vs_scrapy_cpu_per_page'])} (goal < 1x)")
+                 f"{x(r['embedded_vs_scrapy_cpu_per_page'])} (goal <= 0.8x)")
     cluster = results.get("cluster") or {}
     if r["cluster_vs_scrapy_pages_per_second"] is not None:
         lines.append(f"cluster / Scrapy pages per second: "
@@ -126,19 +128,22 @@ def _goal_rows(results: dict[str, Any]) -> list[str]:
         rows.append(f"| {goal} | {shown} | {met} |")
 
     v = r["embedded_vs_scrapy_pages_per_second"]
-    row("embedded mode: at least 3x Scrapy's pages per second", v, "{:.2f}x",
-        None if v is None else v >= 3)
+    row("embedded mode: at least 2x Scrapy's pages per second", v, "{:.2f}x",
+        None if v is None else v >= 2)
     v = r["embedded_vs_scrapy_cpu_per_page"]
-    row("embedded mode: less CPU per page than Scrapy", v, "{:.2f}x Scrapy's",
-        None if v is None else v < 1)
+    row("embedded mode: at most 0.8x Scrapy's CPU per page", v, "{:.2f}x Scrapy's",
+        None if v is None else v <= 0.8)
+    v = r["embedded_vs_scrapy_peak_memory"]
+    row("embedded mode: peak memory at most 1.5x Scrapy's", v, "{:.2f}x Scrapy's",
+        None if v is None else v <= 1.5)
     v = r["cluster_vs_scrapy_pages_per_second"]
     row("cluster mode: at least Scrapy's pages per second", v, "{:.2f}x",
         None if v is None else v >= 1)
     cost = cluster_cost(results)
     if cost is not None:
         v = (cost["total_ms"] / cost["embedded_ms"]) if cost["embedded_ms"] else None
-        row("cluster mode: total CPU per page (services and JVMs) at most 2.5x embedded "
-            "mode's", v, "{:.2f}x", None if v is None else v <= 2.5)
+        row("cluster mode: total CPU per page (services and JVMs) at most 2x embedded "
+            "mode's", v, "{:.2f}x", None if v is None else v <= 2)
         v = cost["statements"].get("lwt", 0.0)
         row("cluster mode: no Paxos round per page", v, "{:.2f} per page", v < 0.01)
         v = cost["statements_total"]
@@ -608,11 +613,15 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
 TARGET_PAGES_PER_SECOND = 25_000  # the design seed's crawl rate, for the projection
 
 STORE_CALLS_WHY: dict[str, str] = {
-    "put_url_and_host": "frontier: one single-partition batch when a URL is dispatched (the URL in "
-    "flight and the host's lease, which a new owner waits out after a crash) and one with "
-    "its result and verdict (the URL's final state, the host's next allowed time and "
-    "page count, and a unique page's near-duplicate index entries, which the fetcher "
-    "sends in the verdict), so politeness and nothing-lost hold across a crash",
+    "put_url_and_host": "frontier: one single-partition batch with a URL's result and "
+    "verdict (the URL's final state, the host's next allowed time and page count, and a "
+    "unique page's near-duplicate index entries, which the fetcher sends in the "
+    "verdict); a dispatch writes nothing (the row stays queued until its result), so "
+    "politeness and nothing-lost hold across a crash with one write per page",
+    "put_host": "frontier: the host's lease, which a new owner waits out after a crash: "
+    "written for a period of requests and renewed when less than one request's span is "
+    "left, not per dispatch (and a host's row on its own: a stale result's rest, an "
+    "operator's change)",
     "put_url": "frontier: a URL closed on its own (a verdict arriving apart from its "
     "result, a URL refused at dispatch)",
     "content_holder": "fetcher: is this body stored already? (one read; a copy becomes a "
@@ -631,8 +640,9 @@ STORE_CALLS_WHY: dict[str, str] = {
     "due_urls": "frontier: a host's next queued URLs, read a head at a time",
     "next_due_time": "frontier: when a host with nothing due now has something due",
     "get_host": "frontier: a host's row, the first time it is scheduled",
-    "get_url": "frontier: a URL's row when its result comes (answered from the owner's "
-    "memory when it wrote the row, so mostly no statement)",
+    "get_url": "frontier: a URL's row when a verdict comes apart from its result, or a "
+    "sitemap's lastmod names a known URL (answered from the owner's memory when it "
+    "wrote the row, so mostly no statement)",
     "get_robots": "fetcher: robots.txt of an origin not in the fetcher's cache",
     "put_robots": "fetcher: robots.txt fetched, shared with the other fetchers",
     "add_seed_roots": "frontier: the seeds' roots, for the crawl scope",
@@ -734,7 +744,7 @@ def cluster_cost_lines(results: dict[str, Any]) -> list[str]:
     if c["embedded_ms"]:
         w(f"Cluster mode costs **{c['total_ms'] / c['embedded_ms']:.2f}x** embedded mode's "
           f"CPU per page in all (Python alone {c['python_ms'] / c['embedded_ms']:.2f}x; "
-          "goal at most 2.5x).\n")
+          "goal at most 2x).\n")
     st = c["statements"]
     w(f"**Cassandra statements per page: {_f(c['statements_total'], 2)}** (goal at most 4): "
       + ", ".join(f"{kind} {_f(st.get(kind, 0.0), 2)}" for kind in
@@ -983,7 +993,7 @@ def real_headline(results: dict[str, Any]) -> list[str]:
 
     lines = [f"real web, every host at once: embedded / Scrapy pages per second "
              f"{x(r['many_pages_per_second'])} (goal >= 3x), CPU per page "
-             f"{x(r['many_cpu_per_page'])} (goal <= 0.5x)"]
+             f"{x(r['many_cpu_per_page'])} (goal <= 0.6x)"]
     ones = [f"{k.split(':', 1)[1]} {x(v)}" for k, v in r.items() if k.startswith("one_host:")]
     if ones:
         lines.append("real web, one host at a time: embedded / Scrapy pages per second "
