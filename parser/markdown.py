@@ -107,6 +107,7 @@ def _match_key(line: str) -> str:
 _SPACES = re.compile(r"\s+")
 _RUNS = re.compile(r" {2,}")
 _ESCAPE = re.compile(r"[\\`*\[\]<>|]|(?<!\w)_|_(?!\w)|&(?=#?\w{1,32};)")
+_MAY_ESCAPE = re.compile(r"[\\`*\[\]<>|_&]")  # the characters _ESCAPE can match
 _ORDERED = re.compile(r"(\d{1,9})(?=[.)](?:\s|$))")
 _LEADER = re.compile(r"(?:[#+]|-+|=+|~{3,})(?:\s|$)")
 _BACKTICKS = re.compile(r"`+")
@@ -502,6 +503,10 @@ def _start(value: str | None) -> int:
 
 
 def _escape(text: str) -> str:
+    # most text has nothing to escape: one scan of a character class settles it, eight
+    # times faster than the escaping pattern's own scan with its look-arounds
+    if _MAY_ESCAPE.search(text) is None:
+        return text
     return _ESCAPE.sub(r"\\\g<0>", text)
 
 
