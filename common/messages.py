@@ -208,7 +208,8 @@ class FetchTask(_Msg, frozen=True, kw_only=True):
     hops: Hops = 0
     etag: str | None = None
     last_modified: str | None = None
-    previous_fetch_at: Timestamp | None = None  # when the stored copy was fetched (refresh)
+    # when the URL was last fetched: its stored copy (a refresh) or a failed attempt
+    previous_fetch_at: Timestamp | None = None
     previous_record: RecordPointer | None = None  # the stored copy, for revisit records
     delay: Seconds = 1.0  # the host's politeness gap (seconds), also kept after robots.txt
     issued_at: Timestamp = 0.0

@@ -350,7 +350,7 @@ class FetcherStage:
         writing right now for another URL is stored in full as well, naming that URL
         (the first copy is not readable yet).
 
-        The URL's own copy on a first fetch (no earlier fetch of it completed) means
+        The URL's own copy on a first fetch (no page of it stored before) means
         an earlier delivery of this task stored the body and its fetcher stopped
         before the page was parsed: the payload is named so that the page is parsed
         from it, or its links would never be followed. On a refresh the own copy is
@@ -373,7 +373,9 @@ class FetcherStage:
         if holder_record is not None:
             revisit, duplicate_of = await self._store_revisit(task, resp, holder_url,
                                                               holder_record)
-            first_fetch = holder_url == task.url and task.previous_fetch_at is None
+            # no page of this URL was stored before (previous_fetch_at is no sign: a
+            # failed attempt sets it too, and a retry after one is still a first fetch)
+            first_fetch = holder_url == task.url and task.previous_record is None
             return revisit, duplicate_of, holder_record if first_fetch else None
         writing = self._writing.get(digest)
         if writing is not None and writing != task.url:

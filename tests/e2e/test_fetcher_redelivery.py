@@ -82,3 +82,32 @@ async def test_a_page_stored_by_a_fetcher_that_died_is_parsed_from_that_copy(
     assert again.payload_record == first.record  # whose payload is the first copy
     assert parsed.text_chars == parsed_first.text_chars > 0
     assert parsed.simhash == parsed_first.simhash is not None
+
+
+async def test_a_retry_after_a_failed_attempt_is_parsed_from_the_dead_fetchers_copy(
+        tmp_path: Path) -> None:
+    """As above, but the task delivered again failed (the server was restarting), so
+    the frontier retried it: the retry carries the failed attempt's time as
+    previous_fetch_at, and still no stored page (previous_record). It is a first fetch
+    all the same, parsed from the dead fetcher's copy; its links are followed. (In the
+    compose test's fetcher kill, the trap host's chain of pages stopped here.)"""
+    async with SimWeb(seed(), dns=True) as web:
+        crawler = EmbeddedCrawler(seed_settings(tmp_path, web))
+        await crawler.start()
+        try:
+            url = web.seed_urls()[0]
+            host = host_key(url)
+            task = FetchTask(task_id="died", url=url, host=host, attempt=1)
+            first = await crawler.fetcher.fetch(task)  # stored, then the fetcher "died"
+            parsed_first = await crawler.parser.parse(first, first.record)  # type: ignore[arg-type]
+            crawler.fetcher._done.clear()
+            retry = FetchTask(task_id="retry", url=url, host=host, attempt=2,
+                              previous_fetch_at=first.fetched_at + 1.0)
+            again = await crawler.fetcher.fetch(retry)
+            assert again.record is not None
+            parsed = await crawler.parser.parse(again, again.record)
+        finally:
+            await crawler.close()
+    assert again.outcome is FetchOutcome.OK and again.duplicate_of is None
+    assert again.payload_record == first.record
+    assert parsed_first.links and parsed.links == parsed_first.links
