@@ -6,14 +6,12 @@ One test, in order: ``up -d --wait`` until every service is healthy; the demo se
 itself and the crawl runs through Kafka, Cassandra and the crawler containers; the
 busiest fetcher container is killed with SIGKILL mid-crawl (its main process, by PID, as
 a crash would) and comes back by its restart policy, and so does the simulated web in
-its network namespace (only with ``CRAWLER_TEST_COMPOSE_KILL=1``: a page stored by the
-killed fetcher and fetched again was parsed from its bodiless revisit record, which lost
-its links; fixed, but runs still ended short at 103 or 108 of 162 pages: the page in
-flight at the kill failed once while the simulated web restarted, and its retry, which
-found the dead fetcher's copy, was taken for an unchanged refresh and not parsed, so the
-trap host's chain of pages stopped there; fixed too (tests/e2e/test_fetcher_redelivery.py),
-and the step stays opt-in until enough consecutive runs show nothing else; on a short
-crawl the test prints the store's rows and the fetchers' logs); the
+its network namespace (two causes of short crawls were found and fixed: a page stored
+by the killed fetcher and fetched again was parsed from its bodiless revisit record; and
+the page in flight at the kill, failing once while the simulated web restarted, was
+retried and taken for an unchanged refresh, so it was not parsed from the dead
+fetcher's copy and its links were lost (tests/e2e/test_fetcher_redelivery.py); on a
+short crawl the test prints the store's rows and the fetchers' logs); the
 crawl ends with the seed figures (162 fetched, 132 kept, 30 exact duplicates, 1
 robots-blocked, 1 host capped) read through the control API and nothing lost; the
 stack's Prometheus has every target up, saw a crawl rate above 0, and answers every
@@ -360,7 +358,6 @@ def test_compose_stack_crawls_the_demo_and_survives_a_fetcher_crash(tmp_path: Pa
         assert seed["ExitCode"] == 0, seed
 
         # -- mid-crawl: SIGKILL the busiest fetcher's main process, as a crash would
-        # (opt-in, CRAWLER_TEST_COMPOSE_KILL=1: see the module's docstring)
         rates: list[float] = []
 
         def crawling() -> bool:
@@ -370,8 +367,7 @@ def test_compose_stack_crawls_the_demo_and_survives_a_fetcher_crash(tmp_path: Pa
             except (OSError, urllib.error.URLError):
                 return False
         _wait(f"{KILL_AFTER} pages fetched", crawling, 300, poll=0.5)
-        if os.environ.get("CRAWLER_TEST_COMPOSE_KILL") == "1":
-            _kill_a_fetcher(stack)
+        _kill_a_fetcher(stack)
 
         # -- the crawl ends: nothing queued, in flight or awaiting parse, several polls
         quiet = 0
