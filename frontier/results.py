@@ -89,7 +89,7 @@ class Results:
             row = slot.flying.pop(task.task_id, None)
             self.dispatcher.request_over()
         now = ctx.clock()
-        if row is None or row.url != task.url or row.attempts != task.attempt:
+        if row is None or row.attempts != task.attempt:
             # a repeated delivery, or a task an earlier owner (or an earlier run) handed
             # out: the row is not in flight here (the store never held it IN_FLIGHT, see
             # frontier.dispatch), but a request that reached the host still counts for

@@ -102,8 +102,8 @@ _PERMALINK_CHARS = "".join(_PERMALINKS) + " "
 
 def _match_key(line: str) -> str:
     """A whitespace-collapsed line as the matcher compares it: without trailing
-    permalink symbols."""
-    return line.rstrip(_PERMALINK_CHARS) if line.endswith(tuple(_PERMALINKS)) else line
+    permalink symbols (each one character)."""
+    return line.rstrip(_PERMALINK_CHARS)
 _SPACES = re.compile(r"\s+")
 _RUNS = re.compile(r" {2,}")
 _ESCAPE = re.compile(r"[\\`*\[\]<>|]|(?<!\w)_|_(?!\w)|&(?=#?\w{1,32};)")
@@ -281,11 +281,11 @@ class _Walk:
             return None
         if tag == "a":
             href = node.attributes.get("href") or ""
-            if href.startswith("#") and node.text(deep=True).strip() in _PERMALINKS:
+            if href.startswith("#") and (symbol := node.text(deep=True).strip()) in _PERMALINKS:
                 # a heading's permalink (Sphinx, MkDocs, Hugo): its symbol is not content
                 # (the main text keeps some of these symbols and not others, so the
                 # match below leaves a line's trailing symbols out on both sides)
-                self._add("", node.text(deep=True).strip())
+                self._add("", symbol)
                 return None
             url = self._link(href)
             if url is None:
