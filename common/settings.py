@@ -498,7 +498,7 @@ class Settings:
 
         With ``strict``, a ``CRAWLER_*`` variable that names no setting is an error, so
         a typo does not silently fall back to a default. ``CRAWLER_TEST_*`` belongs to
-        the test command (``CRAWLER_TEST_OUTAGES``, ``CRAWLER_TEST_KUBE``, ...), not to
+        the test command (``CRAWLER_TEST_SERVERS``, ``CRAWLER_TEST_KUBECONFIG``, ...), not to
         the crawler, and is left alone.
         """
         env = os.environ if env is None else env

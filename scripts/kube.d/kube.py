@@ -24,7 +24,8 @@ masquerading, so pods reach nothing outside this machine); the kubelet runs on c
 (``failCgroupV1: false``), containerd with ``restrict_oom_score_adj`` (this machine
 refuses a negative oom_score_adj, which the pod sandbox asks for). There is no registry:
 the pause image is a static C program built here, and the images KUBE_NODE_IMAGES names
-are copied from a local Docker engine (``docker save``) when it has them. No kube-proxy
+are copied from a local Docker engine (``docker save``) when it has them, and copied
+again when Docker's image of that name changes (``node/imported-images.json``). No kube-proxy
 and no cluster DNS: Services get addresses but nothing routes them; pods reach each other
 by pod IP. ``stop`` ends the containers before containerd and unmounts what the kubelet
 mounted.
@@ -742,9 +743,20 @@ def oci_archive(name: str, binary: Path, out: Path) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
+IMPORTED = NODE / "imported-images.json"  # image name -> the Docker image ID imported
+
+
+def docker_image_id(image: str) -> str | None:
+    proc = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
 def ensure_images(s: Settings) -> None:
     """The pause image (built here: a static C program), and the images named by
-    KUBE_NODE_IMAGES taken from the local Docker engine when it has them."""
+    KUBE_NODE_IMAGES taken from the local Docker engine when it has them: imported again
+    when Docker's image of that name is another than the one imported (a rebuilt
+    project image), kept when Docker is not running or lacks it."""
     have = set(ctr("images", "ls", "-q").split())
     if PAUSE_IMAGE not in have:
         src, binary, archive = NODE / "pause.c", NODE / "pause", NODE / "pause.tar"
@@ -753,20 +765,29 @@ def ensure_images(s: Settings) -> None:
         oci_archive(PAUSE_IMAGE, binary, archive)
         ctr("images", "import", str(archive))
         log(f"containerd: built and imported {PAUSE_IMAGE}")
+    try:
+        imported: dict[str, str] = json.loads(IMPORTED.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        imported = {}
     for image in filter(None, (i.strip() for i in s.node_images.split(","))):
         full = image if "/" in image.split(":")[0] else f"docker.io/library/{image}"
-        if full in have or (image.count("/") == 1 and f"docker.io/{image}" in have):
+        present = full in have or (image.count("/") == 1 and f"docker.io/{image}" in have)
+        docker_id = docker_image_id(image)
+        if present and (docker_id is None or imported.get(image) == docker_id):
             continue
-        if subprocess.run(["docker", "image", "inspect", image], capture_output=True
-                          ).returncode != 0:
+        if docker_id is None:
             log(f"containerd: {image} is not in a running Docker engine (scripts/docker "
                 "prepare builds it); pods that need it cannot start")
             continue
         started = time.monotonic()
         save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
         ctr("images", "import", "-", stdin=save.stdout)
-        save.wait()
-        log(f"containerd: imported {image} from Docker in {time.monotonic() - started:.0f} s")
+        if save.wait() != 0:
+            raise KubeError(f"docker save {image} failed (exit {save.returncode})")
+        imported[image] = docker_id
+        IMPORTED.write_text(json.dumps(imported, indent=1) + "\n", encoding="utf-8")
+        log(f"containerd: imported {image} from Docker in {time.monotonic() - started:.0f} s"
+            + (" (Docker's image changed)" if present else ""))
 
 
 def write_node_files(s: Settings) -> None:

@@ -8,8 +8,8 @@ Deployment into a ReplicaSet and Pods, and deletes a namespace's objects with it
 rendered object is then read back through the API and compared with what was rendered.
 
 Needs ``scripts/kube start`` (or ``CRAWLER_TEST_KUBECONFIG``) and helm from
-``scripts/check-deploy tools``; marked ``kube`` and left out of the default run unless
-``CRAWLER_TEST_KUBE=1`` (the first build of Kubernetes takes too long for every CI run).
+``scripts/check-deploy tools``; marked ``kube``: ``scripts/test`` starts the cluster and
+runs these on their own before the other servers start.
 """
 
 from __future__ import annotations

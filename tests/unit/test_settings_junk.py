@@ -132,8 +132,10 @@ def test_good_structured_values_pass() -> None:
 
 
 def test_the_test_commands_own_variables_are_not_settings() -> None:
-    """CRAWLER_TEST_* switch parts of the test command on (outage tests, kube tests): a
-    crawler started by a test under them must not refuse to start."""
-    Settings.from_env({"CRAWLER_TEST_OUTAGES": "1", "CRAWLER_TEST_KUBE": "1"})
-    with pytest.raises(SettingsError, match="CRAWLER_TESTS_OUTAGES: no such setting"):
-        Settings.from_env({"CRAWLER_TESTS_OUTAGES": "1"})
+    """CRAWLER_TEST_* tell the test command where its servers are (testcontainers or
+    local, a kubeconfig): a crawler started by a test under them must not refuse to
+    start."""
+    Settings.from_env({"CRAWLER_TEST_SERVERS": "docker",
+                       "CRAWLER_TEST_KUBECONFIG": "/tmp/admin.kubeconfig"})
+    with pytest.raises(SettingsError, match="CRAWLER_TESTS_SERVERS: no such setting"):
+        Settings.from_env({"CRAWLER_TESTS_SERVERS": "docker"})
