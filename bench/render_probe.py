@@ -44,7 +44,7 @@ import aiohttp
 from common import urls
 from common.rendering import RenderRules, ShellSignal, count_scripts, looks_like_shell
 from common.settings import RenderSettings, UrlSettings
-from parser.service import analyse
+from parser.jobs import analyse
 from simweb.scenarios import build_rendering, features, seed
 from simweb.site import Site
 

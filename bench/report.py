@@ -266,7 +266,7 @@ def real_page_parser_cost(prof: dict[str, Any], w: Callable[[str], None]) -> Non
       f"text (the component above; profiled). On real pages (the 181 news and blog pages "
       f"of the article-extraction benchmark, `python -m bench.text_quality`, "
       f"`bench/results/text-quality.json`): {_f(median, 2)} ms per page, the median CPU "
-      f"time of `parser.service.analyse` (decode, markup guard, links, main text, text "
+      f"time of `parser.jobs.analyse` (decode, markup guard, links, main text, text "
       f"signals; by step: {by_step}). Real pages are larger and messier than generated "
       f"ones; see docs/text-quality.md.\n")
 

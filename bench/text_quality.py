@@ -15,7 +15,7 @@
    ``markdown`` is ``parser.markdown.page_markdown`` (guard, main content and its
    Markdown), scored on its Markdown stripped back to plain text
    (``parser.markdown.markdown_text``, not timed).
-2. **Parser cost per page**: the median CPU time of ``parser.service.analyse`` (what
+2. **Parser cost per page**: the median CPU time of ``parser.jobs.analyse`` (what
    the parser stage does with a fetched body: decode, guard, links, main text, the
    text signals and the Markdown) on the same pages, and the median of each of those
    steps.
@@ -165,7 +165,7 @@ PARSER_STEPS = ("decode", "guard", "links", "main text", "signals", "markdown")
 
 
 def parser_cost(pages: list[Page]) -> tuple[float, dict[str, float]]:
-    """Median CPU ms of ``parser.service.analyse`` on the pages' raw bodies, and the
+    """Median CPU ms of ``parser.jobs.analyse`` on the pages' raw bodies, and the
     median of each of its steps, timed apart on the same pages (:data:`PARSER_STEPS`:
     charset decoding, the markup guard ``parse_document``, ``extract`` with the
     canonical followable links, ``main_content``, ``text_signals``,
@@ -173,8 +173,8 @@ def parser_cost(pages: list[Page]) -> tuple[float, dict[str, float]]:
     from common import urls
     from parser.charset import decode_html
     from parser.html import extract, followable_links, parse_document
+    from parser.jobs import analyse
     from parser.markdown import render_markdown
-    from parser.service import analyse
     from parser.signals import text_signals
     from parser.text import main_content
 

@@ -2,7 +2,8 @@
 
 Page work is the CPU-heavy part of handling one page outside the event loop: writing
 its WARC records (compression, digests) and parsing it (charset, HTML, links, text,
-SimHash). A job is a module-level function ``job(context, *args)``; the
+SimHash). A job is a module-level function ``job(context, *args)``, or a
+:class:`JobRef` naming one (so the sender need not import its module); the
 :class:`WorkContext` gives it the blob store, the archive writer and the settings of
 the worker it runs in.
 
@@ -134,6 +135,29 @@ class WorkContext:
     def recall(self, pointer: RecordPointer) -> StoredResponse | None:
         """The response written at ``pointer`` by this worker, once (then forgotten)."""
         return self.recent.pop(pointer, None)
+
+
+class JobRef:
+    """A job named by its module and function. It pickles as those two names, so the
+    process that hands it to a worker process need not import the job's module and the
+    libraries that module loads (the worker imports them: a parent's start-up stays
+    short); called in a thread, it imports the module then."""
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def __call__(self, context: WorkContext, *args: Any, **kwargs: Any) -> Any:
+        job = getattr(importlib.import_module(self.module), self.name)
+        return job(context, *args, **kwargs)
+
+    def __reduce__(self) -> tuple[type[JobRef], tuple[str, str]]:
+        return JobRef, (self.module, self.name)
+
+    def __repr__(self) -> str:
+        return f"JobRef({self.module}:{self.name})"
 
 
 class PageWork(Protocol):

@@ -49,8 +49,6 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
-import numpy as np
-
 __all__ = [
     "BITS", "MAX_K", "SHINGLE", "block_keys", "block_spans", "encoded_tokens", "features",
     "hamming", "near_duplicate", "simhash64", "simhash_of", "to_signed", "to_unsigned",
@@ -120,6 +118,8 @@ def simhash_of(words: Sequence[bytes]) -> int:
         digests = b"".join([md5(a + b" " + b + b" " + c).digest()[8:]
                             for a, b, c in zip(words, words[1:], words[2:], strict=False)])
         count = len(words) - SHINGLE + 1
+    import numpy as np  # here: the dedup side's block keys need no numpy at start-up
+
     # one row of 64 bits per feature, most significant bit first
     bits = np.unpackbits(np.frombuffer(digests, dtype=np.uint8)).reshape(-1, BITS)
     majority = bits.sum(axis=0, dtype=np.int64) * 2 > count

@@ -53,9 +53,6 @@ from typing import NoReturn
 from urllib.parse import urljoin, urlsplit
 from xml.etree.ElementTree import ParseError
 
-from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import DefusedXMLParser
-
 from common import urls
 from common.messages import Reason
 
@@ -395,6 +392,11 @@ class _Target:
 
 def _read_xml(head: bytes, reader: _Reader, read: SitemapRead, taker: _Taker,
               max_elements: int) -> None:
+    # imported here, not with the module: the fetcher imports this module for robots.txt's
+    # sitemap lines, and a crawl's start-up should not wait for an XML parser
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import DefusedXMLParser
+
     target = _Target(read, taker, max_elements)
     # defusedxml's parser refuses a document type declaration, entities and external
     # references (handlers it sets on expat)

@@ -161,7 +161,7 @@ class EmbeddedCrawler:
                                         # the language model only where pages are
                                         # parsed (about 90 MB and 0.4 s per process)
                                         preload={"write": ("fetcher.archiving",),
-                                                 "parse": ("parser.service",)},
+                                                 "parse": ("parser.jobs",)},
                                         lane_processes={
                                             "parse": settings.crawl.parse_processes})
         else:

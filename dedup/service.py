@@ -39,7 +39,6 @@ from common.messages import (
     UrlStatus,
 )
 from common.metrics import Metrics
-from common.minhash import closest, index_keys, plausible
 from common.ports import Bus, Delivery, StateStore
 from common.settings import Settings
 from common.simhash import block_keys
@@ -188,6 +187,9 @@ class DedupStage:
         the verdict: the estimated Jaccard similarity of the sketches
         (common.minhash.closest).
         """
+        # numpy's arrays, imported with the first page rather than at start-up
+        from common.minhash import closest, index_keys, plausible
+
         settings = self.settings.dedup
         k = settings.simhash_threshold
         sketch = page.sketch or b""

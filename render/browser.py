@@ -281,7 +281,7 @@ def find_browser(configured: str = "") -> str | None:
 
 
 class PageSource(Protocol):
-    """The stored response a page is rendered from (:class:`parser.service.ToRender`)."""
+    """The stored response a page is rendered from (:class:`parser.results.ToRender`)."""
 
     @property
     def url(self) -> str: ...

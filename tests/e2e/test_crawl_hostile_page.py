@@ -23,7 +23,7 @@ from common.messages import Reason, UrlStatus
 from common.pagework import PageWork, ProcessPageWork, WorkContext
 from crawler.embedded import EmbeddedCrawler
 from frontier.stats import CrawlStats
-from parser.service import parse_job
+from parser.service import parse_job as stage_parse_job
 from simweb import Page, SimWeb
 from tests.e2e.crawl_support import (
     absolute,
@@ -145,7 +145,8 @@ class _HangOn:
 
     async def run(self, job: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self.pids.update(self.work.pids("parse"))
-        if job is parse_job and args[0].task.url.endswith(self.path):
+        # the stage names its jobs (common.pagework.JobRef)
+        if job is stage_parse_job and args[0].task.url.endswith(self.path):
             job = _hang
         try:
             return await self.inner.run(job, *args, **kwargs)

@@ -23,7 +23,7 @@ import pytest
 
 from common.messages import Reason, UrlStatus
 from common.rendering import RenderWhy
-from parser.service import ToRender
+from parser.results import ToRender
 from render.browser import ChromiumRenderer, RenderError
 from simweb import Page, SimWeb
 from simweb.scenarios import RENDER_ITEMS, build_rendering

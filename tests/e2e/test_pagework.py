@@ -323,9 +323,9 @@ def _model_loaded(ctx: WorkContext) -> bool:
 
 async def test_a_worker_warms_up_the_preloaded_modules_before_its_first_job(
         tmp_path: Path) -> None:
-    # parser.service's warm_up loads the language model (about a second) when the
+    # parser.jobs's warm_up loads the language model (about a second) when the
     # worker starts, so a crawl's first page does not wait for it
-    work = _work(tmp_path, preload=("parser.service",))
+    work = _work(tmp_path, preload=("parser.jobs",))
     await work.start()
     try:
         assert await work.run(_model_loaded) is True
@@ -339,7 +339,7 @@ async def test_a_worker_warms_up_the_preloaded_modules_before_its_first_job(
         await bare.close()
     # per lane: only the lane that parses loads the model
     lanes = _work(tmp_path / "lanes", lanes=("write", "parse"),
-                  preload={"write": ("fetcher.service",), "parse": ("parser.service",)})
+                  preload={"write": ("fetcher.service",), "parse": ("parser.jobs",)})
     await lanes.start()
     try:
         assert await lanes.lane("parse").run(_model_loaded) is True

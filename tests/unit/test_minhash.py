@@ -129,7 +129,7 @@ def test_sketch_keeps_the_smallest_distinct_top_bits() -> None:
 
 
 def test_parser_fingerprints_are_the_text_s_simhash_and_sketch() -> None:
-    from parser.service import fingerprints
+    from parser.jobs import fingerprints
 
     for text in (prose(3, 300), "two words", "Ünïcode 東京 text here and there", "x"):
         assert fingerprints(text) == (simhash64(text), minhash.sketch(text))

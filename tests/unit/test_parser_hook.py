@@ -1,5 +1,5 @@
 """The extraction hook: loading it, the view it gets, and every way its answer is
-dropped while the page is kept (parser.hook, common.hooks, parser.service.parse_job)."""
+dropped while the page is kept (parser.hook, common.hooks, parser.jobs.parse_job)."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_parse_job_stores_the_page_when_the_hook_fails(tmp_path: Path) -> None:
     from common.archive import ArchiveWriter
     from common.messages import FetchOutcome, FetchResult, FetchTask
     from common.pagework import WorkContext
-    from parser.service import parse_job
+    from parser.jobs import parse_job
 
     settings = Settings().replace(parser={"hook": "tests.hook_support:by_path",
                                           "hook_timeout": 0.3})

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from parser.jobs import pdf_analysis
 from parser.pdf import PdfError, is_pdf, memory_capped, read_pdf
-from parser.service import pdf_analysis
 from tests.pdf_support import (
     bomb_pdf,
     garbage_pdf,

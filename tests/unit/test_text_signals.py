@@ -31,7 +31,7 @@ from common.messages import (
     encode,
 )
 from dedup.service import page_record
-from parser.service import analyse, text_fields
+from parser.jobs import analyse, text_fields
 from parser.signals import identify_language, text_signals
 from parser.text import MainText
 from tests.warc_checks import warcio_check
