@@ -18,13 +18,16 @@ timed.
   for a later owner to wait out. It covers a period (:data:`LEASE_SPANS` times the
   longest a request can take) and is renewed when less than one request's span is
   left, not written with every dispatch; results leave it in place. A lease this
-  instance wrote is its own: it does not wait for it.
+  instance wrote is its own: it does not wait for it. A graceful stop ends the leases
+  of the hosts with nothing in flight (:meth:`HostTable.release_leases`).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
+import time
 
 from common.keyedlock import KeyedLock
 from common.messages import Topic
@@ -34,11 +37,17 @@ from frontier.gate import OwnershipGate
 from frontier.keys import KeyGroups
 from frontier.state import Context, HostSlot
 
+log = logging.getLogger(__name__)
+
 LEASE_SPANS = 1.5
 """A renewed lease runs this many request spans from now; it is renewed once less than
 one span is left, so a host writes its row for its lease about once every half span
 (the longest a request can take, with its robots.txt and rest) while it is crawled,
 and a later owner waits at most this many spans after the last renewal."""
+
+RELEASE_SECONDS = 5.0
+"""How long a graceful stop may spend ending its leases (:meth:`HostTable.release_leases`);
+a lease not ended runs out by itself."""
 
 
 class HostTable:
@@ -138,6 +147,43 @@ class HostTable:
         if len(self.own_leases) > 2 * len(self.slots) + 10_000:
             # leases that ran out need no remembering: nobody waits for them
             self.own_leases = {h: t for h, t in self.own_leases.items() if t > now}
+
+    async def release_leases(self, now: float, *, budget: float = RELEASE_SECONDS) -> int:
+        """At a graceful stop (cluster mode): end the leases this instance wrote for the
+        hosts it has nothing in flight for, so that their next owner (another instance,
+        or this one started again, which no longer knows the lease for its own) need
+        not wait them out. The host's row is written with its lease ended and its rest
+        (``next_allowed_at``) as this instance knows it. A host with a request in flight
+        keeps its lease: its fetcher may still be working. Best effort, within
+        ``budget`` seconds and until the store refuses a write. Returns how many leases
+        were ended."""
+        deadline = time.monotonic() + budget
+        released = 0
+        for host, until in list(self.own_leases.items()):
+            if until <= now or not self.owns(host):
+                continue
+            if time.monotonic() > deadline:
+                break
+            async with self.gate.shared(), self.locks.hold(host):
+                slot = self.slots.get(host)
+                if slot is not None and slot.in_flight:
+                    continue
+                try:
+                    # a host that went idle has left memory: its row is read back
+                    state = (await self.settle(host, slot) if slot is not None
+                             else await self.ctx.store.get_host(host))
+                    if state is None or state.lease_until != until:
+                        continue  # not the lease this instance wrote
+                    state.lease_until = now
+                    await self.ctx.store.put_host(state)
+                except Exception as exc:  # an outage: the rest run out by themselves
+                    if slot is not None:
+                        slot.suspect = True
+                    log.warning("ending host leases at stop: %r (%d ended)", exc, released)
+                    break
+                self.own_leases[host] = now
+                released += 1
+        return released
 
     def drop_unowned(self) -> int:
         """Forget the hosts no longer owned (an ownership change); returns how many

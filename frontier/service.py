@@ -298,6 +298,10 @@ class Frontier:
                     await asyncio.wait_for(wake.wait(), timeout=self._wait_timeout())
             if dispatcher.tasks:
                 await asyncio.wait(dispatcher.tasks, timeout=STOP_GRACE)
+            if not self._ctx.embedded:
+                released = await hosts.release_leases(self.clock())
+                if released:
+                    log.info("frontier stopping: ended %d host leases", released)
         finally:
             if ownership.refresh_task is not None:
                 ownership.refresh_task.cancel()

@@ -6,6 +6,7 @@ the test opens it (a slow store for those hosts only)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -431,3 +432,44 @@ async def test_a_result_waits_for_the_dispatch_of_its_host(store: GatedStore) ->
         assert frontier.counters.stale_results == 1
     finally:
         await _stop(frontier, bus, runner)
+
+
+async def test_a_graceful_stop_ends_the_leases_of_hosts_with_nothing_in_flight(
+        store: GatedStore) -> None:
+    """A lease says how long a request of its owner may still run. At a graceful stop a
+    frontier ends the leases of the hosts whose results all came back, so the next owner
+    (here: a frontier started again on the same store) need not wait them out; a host
+    with a request still out keeps its lease."""
+    bus = MemoryBus()
+    frontier = Frontier(_settings(), bus, store, embedded=False)
+    await _discover(frontier, "done.test", ["/1"])
+    await _discover(frontier, "out.test", ["/1"])
+    got: list[FetchTask] = []
+    some = asyncio.Event()
+    runner = await _run_until(frontier, bus, some, got)
+    try:
+        async with asyncio.timeout(LIMIT):
+            while len(got) < 2:
+                some.clear()
+                await some.wait()
+        leases = {h: (await store.get_host(h)) for h in ("done.test", "out.test")}
+        assert all(s is not None and s.lease_until > time.time() for s in leases.values())
+        task = next(t for t in got if t.host == "done.test")
+        await frontier.handle(_delivery(Topic.FETCHED, task.host, FetchResult(
+            task=task, outcome=FetchOutcome.OK, status=200, fetched_at=time.time(),
+            content_hash="sha256:aa")))
+        rest = (await store.get_host("done.test"))
+        assert rest is not None
+    finally:
+        stopped_at = time.time()
+        await _stop(frontier, bus, runner)
+    done = await store.get_host("done.test")
+    out = await store.get_host("out.test")
+    assert done is not None and out is not None
+    assert stopped_at <= done.lease_until <= time.time()  # ended at the stop
+    assert done.next_allowed_at >= rest.next_allowed_at  # its rest kept
+    assert out.lease_until == leases["out.test"].lease_until > time.time()  # kept
+    # started again: nothing to wait for at done.test, the lease at out.test
+    again = Frontier(_settings(), MemoryBus(), store, embedded=False)
+    assert (await again.hosts.slot("done.test")).foreign_lease <= time.time()
+    assert (await again.hosts.slot("out.test")).foreign_lease > time.time()
