@@ -5,7 +5,7 @@
 - ``host``: each host key (name and port) has its own gap and its own requests in
   flight, as before;
 - ``domain``: the hosts under one registered domain share them (the Public Suffix List
-  bundled with ``tldextract``, private part included, as the crawl scope reads it:
+  bundled with ``publicsuffixlist``, private part included, as the crawl scope reads it:
   ``a.example.co.uk`` and ``b.example.co.uk`` share ``example.co.uk``;
   ``alice.github.io`` and ``bob.github.io`` do not);
 - ``ip``: the hosts whose names resolve to one address share them (StormCrawler's

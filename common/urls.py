@@ -73,7 +73,7 @@ import ada_url
 from common.settingsbase import SettingsError, env_name
 
 if TYPE_CHECKING:
-    import tldextract
+    from publicsuffixlist import PublicSuffixList
 
 #: Query parameters the canonical form drops by default (CRAWLER_URLS_TRACKING_PARAMS)
 DEFAULT_TRACKING_PARAMS: Final = ("utm_*", "gclid", "fbclid", "msclkid", "dclid", "mc_cid",
@@ -584,22 +584,16 @@ def is_http_url(url: str) -> bool:
 # --------------------------------------------------------------------------------------
 # Registered domains (Public Suffix List)
 
-def _new_suffix_extractor() -> tldextract.TLDExtract:
-    """A Public Suffix List reader that never touches the network or the disk.
+@functools.cache
+def _suffix_list(private: bool) -> PublicSuffixList:
+    """The Public Suffix List bundled with ``publicsuffixlist``, read once per process
+    and per section (ICANN alone, or with the private part), on first use. It is read
+    from the package's own file: nothing is fetched, and nothing else is imported (the
+    list and its reader take about 50 ms to load, so a process that never asks for a
+    registered domain, such as a page worker, does not load them)."""
+    from publicsuffixlist import PublicSuffixList
 
-    No URLs to fetch a fresh list from and no cache folder: tldextract falls back to the
-    snapshot of the list bundled with the package.
-    """
-    import tldextract
-
-    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None,
-                                 fallback_to_snapshot=True)
-
-
-#: The process's reader, made on first use: tldextract brings an HTTP library with it,
-#: so a process that never asks for a registered domain (a page worker that parses)
-#: does not import them.
-_suffixes = functools.cache(_new_suffix_extractor)
+    return PublicSuffixList(only_icann=not private)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -608,7 +602,7 @@ def registered_domain(host: str, *, private: bool = False) -> str:
 
     ``www.bbc.co.uk`` gives ``bbc.co.uk``. ``host`` may be a host key: a port is
     ignored. Upper case, trailing dots and non-ASCII names are normalised first. Uses
-    the ICANN section of the Public Suffix List bundled with ``tldextract``, offline;
+    the ICANN section of the Public Suffix List bundled with ``publicsuffixlist``, offline;
     with ``private``, its private section too, where a company hands out names to
     others (``alice.github.io`` is then its own domain, not part of ``github.io``).
 
@@ -625,13 +619,11 @@ def registered_domain(host: str, *, private: bool = False) -> str:
         raise UrlError(f"not a host: {_shorten(host)}")
     if name.startswith("[") or _is_ip(name):
         return name
-    result = _suffixes().extract_str(name, include_psl_private_domains=private)
-    if result.suffix and result.domain:
-        return f"{result.domain}.{result.suffix}"
-    if result.suffix:
-        return result.suffix
-    labels = name.split(".")
-    return ".".join(labels[-2:])
+    if "." not in name:
+        return name
+    # an unknown top-level label counts as a public suffix (the list's implicit "*"
+    # rule): news.test gives news.test; None: the name is a public suffix itself
+    return _suffix_list(private).privatesuffix(name) or name
 
 
 def _bare_host(host: str) -> str:

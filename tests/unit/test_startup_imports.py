@@ -54,3 +54,15 @@ def test_the_parser_stage_names_its_jobs_in_parser_jobs() -> None:
 
 def _double(context: WorkContext, value: int, *, plus: int = 0) -> int:
     return 2 * value + plus
+
+
+def test_registered_domains_load_no_http_library() -> None:
+    """A crawl's seeds are grouped by registered domain before the first request: the
+    suffix list's reader must not bring an HTTP client library with it."""
+    code = ("import json, sys; from common import urls; "
+            "assert urls.registered_domain('a.b.bbc.co.uk', private=True) == 'bbc.co.uk'; "
+            "print(json.dumps([m for m in ('requests', 'urllib3', 'tldextract') "
+            "if m in sys.modules]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert json.loads(proc.stdout) == []

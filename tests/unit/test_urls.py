@@ -7,7 +7,6 @@ import urllib.parse
 from typing import Any
 
 import pytest
-import requests
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -321,12 +320,24 @@ def test_suffix_list_is_read_without_network(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(requests.Session, "send", refuse)
-    extractor = urls._new_suffix_extractor()
-    result = extractor.extract_str("forums.bbc.co.uk")
-    assert (result.domain, result.suffix) == ("bbc", "co.uk")
-    assert extractor.extract_str("a.b.example.com.au").suffix == "com.au"
+    urls._suffix_list.cache_clear()
+    icann, private = urls._suffix_list(False), urls._suffix_list(True)
+    assert icann.privatesuffix("forums.bbc.co.uk") == "bbc.co.uk"
+    assert icann.publicsuffix("a.b.example.com.au") == "com.au"
+    assert icann.privatesuffix("alice.github.io") == "github.io"
+    assert private.privatesuffix("alice.github.io") == "alice.github.io"
     assert attempts == []
+
+
+@pytest.mark.parametrize(("host", "domain"), [
+    ("alice.github.io", "alice.github.io"),
+    ("www.bbc.co.uk", "bbc.co.uk"),
+    ("x.city.kawasaki.jp", "city.kawasaki.jp"),  # an exception rule (!city.kawasaki.jp)
+    ("a.b.c.kawasaki.jp", "b.c.kawasaki.jp"),  # a wildcard rule (*.kawasaki.jp)
+    ("github.io", "github.io"),
+])
+def test_registered_domain_with_the_private_part(host: str, domain: str) -> None:
+    assert registered_domain(host, private=True) == domain
 
 
 # --------------------------------------------------------------------------------------
