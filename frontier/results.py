@@ -30,7 +30,7 @@ from frontier.policy import (
     sitemap_links,
     with_verdict,
 )
-from frontier.state import Context
+from frontier.state import Context, HostSlot
 
 EARLY_VERDICTS = 10_000  # verdicts kept for rows whose fetch result has not arrived
 
@@ -82,14 +82,16 @@ class Results:
             # back short
             slot.suspect = slot.suspect or retry
             await hosts.settle(task.host, slot)
-        row: UrlState | None = None
-        if slot is not None and task.task_id in slot.tasks:
-            # our own request is over
-            slot.tasks.discard(task.task_id)
-            row = slot.flying.pop(task.task_id, None)
-            self.dispatcher.request_over()
+        # our own request: over once its result is stored (below), not before, so that
+        # a write that fails (a store outage) is tried again with the row still in
+        # flight here; were it forgotten first, the retry would find no such task, take
+        # the result for stale and leave the row queued, to be fetched a second time
+        mine = slot is not None and task.task_id in slot.tasks
+        row: UrlState | None = slot.flying.get(task.task_id) if mine and slot else None
         now = ctx.clock()
         if row is None or row.attempts != task.attempt:
+            if mine and slot is not None:
+                self._request_over(slot, task.task_id)
             # a repeated delivery, or a task an earlier owner (or an earlier run) handed
             # out: the row is not in flight here (the store never held it IN_FLIGHT, see
             # frontier.dispatch), but a request that reached the host still counts for
@@ -123,15 +125,25 @@ class Results:
             index = verdict.index if effect.row.simhash is not None else None
         # one write: a crash between the two would apply the result to the URL and not
         # to its host (a page not counted toward the host's cap and the crawl's figures)
-        try:
-            await store.put_url_and_host(effect.row, effect.host, index=index)
-        except BaseException:
-            # applied or not: until the row is read back, no write of the host row from
-            # memory (a dispatch's lease) may put back the page count it had before
-            slot.suspect = True
-            raise
+        landed = False
+        if retry and result.fetched_at:
+            # an earlier call's write may have landed although it reported a failure:
+            # then the row carries this response's time, and the host row read back
+            # above (settle) counts the page already; writing again would count it twice
+            stored = await store.get_url(task.host, task.url)
+            landed = stored is not None and stored.last_fetch_at == result.fetched_at
+        if not landed:
+            try:
+                await store.put_url_and_host(effect.row, effect.host, index=index)
+            except BaseException:
+                # applied or not: until the row is read back, no write of the host row
+                # from memory (a dispatch's lease) may put back the page count it had
+                slot.suspect = True
+                raise
+            slot.state = effect.host
+        if mine:
+            self._request_over(slot, task.task_id)
         self.early.pop((task.host, task.url), None)
-        slot.state = effect.host
         if self.verdict_hold and effect.row.status is UrlStatus.FETCHED:
             slot.awaiting.add(task.url)
             slot.hold_until = max(slot.hold_until, now + self.verdict_hold)
@@ -145,6 +157,13 @@ class Results:
         if effect.follow:
             await self._publish_links(effect.follow)
         hosts.schedule(task.host, slot, slot.state.next_allowed_at)
+
+    def _request_over(self, slot: HostSlot, task_id: str) -> None:
+        """A request this instance sent is over: its row leaves the flight and its
+        unit of fetch capacity is free."""
+        slot.tasks.discard(task_id)
+        slot.flying.pop(task_id, None)
+        self.dispatcher.request_over()
 
     async def _publish_links(self, follow: list[Link]) -> None:
         """Offer links (redirect targets, sitemaps robots.txt named) to their owners."""

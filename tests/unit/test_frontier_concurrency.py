@@ -44,6 +44,8 @@ class GatedStore(SqliteStateStore):
         self.waiting: dict[str, asyncio.Event] = {}  # set when a call waits at the gate
         self.calls: list[tuple[str, str, str]] = []
         self.fail_put_host: set[str] = set()  # hosts whose next write of its row raises
+        self.fail_result: set[str] = set()  # hosts whose next result write raises
+        self.landed_result: set[str] = set()  # ... raises after it was applied
 
     def hold(self, host: str) -> None:
         self.held[host] = asyncio.Event()
@@ -71,7 +73,13 @@ class GatedStore(SqliteStateStore):
     async def put_url_and_host(self, row: UrlState, host: HostState, *,
                                index: NearIndex | None = None) -> None:
         await self._gate(row.host, "put_url_and_host")
+        if row.host in self.fail_result:
+            self.fail_result.discard(row.host)
+            raise OSError("store unavailable")
         await super().put_url_and_host(row, host, index=index)
+        if row.host in self.landed_result:
+            self.landed_result.discard(row.host)
+            raise OSError("timed out (but applied)")
 
     async def get_host(self, host: str) -> HostState | None:
         await self._gate(host, "get_host")
@@ -473,3 +481,42 @@ async def test_a_graceful_stop_ends_the_leases_of_hosts_with_nothing_in_flight(
     again = Frontier(_settings(), MemoryBus(), store, embedded=False)
     assert (await again.hosts.slot("done.test")).foreign_lease <= time.time()
     assert (await again.hosts.slot("out.test")).foreign_lease > time.time()
+
+
+@pytest.mark.parametrize("landed", [False, True])
+async def test_a_result_whose_write_failed_is_applied_when_delivered_again(
+        store: GatedStore, landed: bool) -> None:
+    """A store outage while a result is written: the message is delivered again, and
+    the result must still find its request in flight. Were the request forgotten before
+    the write, the second delivery would be taken for stale and the row, still queued in
+    the store, fetched a second time (the Cassandra outage test's refetches). A write that
+    reported a failure but was applied (``landed``) is not applied twice: the host's page
+    count stays exact."""
+    bus = MemoryBus()
+    frontier = Frontier(_settings(), bus, store, embedded=False)
+    await _discover(frontier, "a.test", ["/1"])
+    got: list[FetchTask] = []
+    some = asyncio.Event()
+    runner = await _run_until(frontier, bus, some, got)
+    try:
+        await asyncio.wait_for(some.wait(), LIMIT)
+        task = got[0]
+        result = FetchResult(task=task, outcome=FetchOutcome.OK, status=200,
+                             fetched_at=time.time(), content_hash="sha256:aa")
+        (store.landed_result if landed else store.fail_result).add("a.test")
+        with pytest.raises(OSError):
+            await frontier.handle(_delivery(Topic.FETCHED, "a.test", result))
+        assert frontier.in_flight() == 1 and frontier.outstanding == 1  # still out
+        again = Delivery(topic=Topic.FETCHED, key="a.test", message=result, calls=2)
+        await frontier.handle(again)
+        row = await store.get_url("a.test", task.url)
+        assert row is not None and row.status is UrlStatus.FETCHED
+        host = await store.get_host("a.test")
+        assert host is not None and host.page_count == 1
+        assert frontier.in_flight() == 0
+        assert frontier.counters.stale_results == 0
+        await asyncio.sleep(0.2)  # nothing of a.test goes out again
+        assert [t.url for t in got] == ["http://a.test/1"]
+        assert frontier.outstanding == 0  # (a dispatch that found nothing due gave it back)
+    finally:
+        await _stop(frontier, bus, runner)
