@@ -86,12 +86,12 @@ class Results:
         # a write that fails (a store outage) is tried again with the row still in
         # flight here; were it forgotten first, the retry would find no such task, take
         # the result for stale and leave the row queued, to be fetched a second time
-        mine = slot is not None and task.task_id in slot.tasks
-        row: UrlState | None = slot.flying.get(task.task_id) if mine and slot else None
+        own = slot if slot is not None and task.task_id in slot.tasks else None
+        row: UrlState | None = own.flying.get(task.task_id) if own is not None else None
         now = ctx.clock()
         if row is None or row.attempts != task.attempt:
-            if mine and slot is not None:
-                self._request_over(slot, task.task_id)
+            if own is not None:
+                self._request_over(own, task.task_id)
             # a repeated delivery, or a task an earlier owner (or an earlier run) handed
             # out: the row is not in flight here (the store never held it IN_FLIGHT, see
             # frontier.dispatch), but a request that reached the host still counts for
@@ -141,8 +141,8 @@ class Results:
                 slot.suspect = True
                 raise
             slot.state = effect.host
-        if mine:
-            self._request_over(slot, task.task_id)
+        if own is not None:
+            self._request_over(own, task.task_id)
         self.early.pop((task.host, task.url), None)
         if self.verdict_hold and effect.row.status is UrlStatus.FETCHED:
             slot.awaiting.add(task.url)
