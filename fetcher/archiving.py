@@ -9,7 +9,15 @@ name, and the worker imports that module.
 from __future__ import annotations
 
 from common.archive import Truncation, Written
+from common.archive import warm_up as _warm_archive
 from common.pagework import WorkContext
+
+
+def warm_up() -> None:
+    """Called by a page worker after it imported this module (``preload``), and by a
+    fetcher before it reports ready: the archive's index library is loaded before the
+    first record, not in it."""
+    _warm_archive()
 
 
 def write_exchange_job(ctx: WorkContext, *, url: str, request_headers: list[tuple[str, str]],

@@ -22,6 +22,7 @@ import msgspec
 
 from common import minhash, urls
 from common.archive import StoredResponse, TextFields, read_response
+from common.archive import warm_up as _warm_archive
 from common.hooks import load_hook
 from common.messages import FetchResult, RecordPointer
 from common.pagework import WorkContext
@@ -103,9 +104,11 @@ def fingerprints(text: str) -> tuple[int | None, bytes | None]:
 
 
 def warm_up() -> None:
-    """Called by a page worker after it imported this module (``preload``): the
-    language model is loaded before the worker takes its first page, not in it."""
+    """Called by a page worker after it imported this module (``preload``), and by a
+    service that parses before it reports ready: the language model and the archive's
+    index library (a page's text records) are loaded before the first page, not in it."""
     _warm_signals()
+    _warm_archive()
 
 
 

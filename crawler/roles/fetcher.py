@@ -9,6 +9,7 @@ from common.pagework import KEEP_RECENT, ThreadPageWork, WorkContext
 from common.runtime import make_blobs, make_bus, make_store, run_service, writer_id
 from common.settings import Settings
 from common.sitemap_work import sitemap_work
+from fetcher.archiving import warm_up as warm_up_archive
 from fetcher.http import HttpFetcher
 from fetcher.robots_cache import RobotsCache
 from fetcher.service import FetcherStage
@@ -48,6 +49,13 @@ async def run(settings: Settings) -> None:
                            sitemap_work=sitemaps)
     stage = FetcherStage(settings, bus, store, blobs, archive, http, robots, metrics=metrics,
                          work=work, judge=judge)
+    # what the first pages need, loaded before the service reports ready rather than
+    # while they wait: the archive's index library and, parsing here, the language model
+    warm_up_archive()
+    if inline:
+        from parser.jobs import warm_up as warm_up_parser
+
+        warm_up_parser()
 
     async def stop() -> None:
         await bus.stop()

@@ -8,6 +8,7 @@ from common.metrics import Metrics
 from common.runtime import make_blobs, make_bus, run_service, writer_id
 from common.settings import Settings
 from common.sitemap_work import sitemap_work
+from parser.jobs import warm_up
 from parser.service import ParserStage
 
 
@@ -23,6 +24,9 @@ async def run(settings: Settings) -> None:
     # with rendering on, pages the render rules choose go to the render service
     stage = ParserStage(settings, bus, blobs, archive, metrics=metrics,
                         defer_render=settings.render.enabled, sitemap_work=sitemaps)
+    # the language model and the archive's index library, loaded before the service
+    # reports ready rather than in its first page
+    warm_up()
 
     async def stop() -> None:
         await bus.stop()

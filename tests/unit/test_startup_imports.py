@@ -66,3 +66,18 @@ def test_registered_domains_load_no_http_library() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, check=True)
     assert json.loads(proc.stdout) == []
+
+
+def test_writers_load_the_index_library_when_warmed_up_not_at_import() -> None:
+    """The SURT library every record's index line needs is not imported with the
+    archive (the crawl command's start-up), and is imported by the warm-up of the
+    modules whose jobs write records (a page worker's preload, a service before ready),
+    so a crawl's first records do not wait for it."""
+    code = ("import json, sys; import fetcher.archiving, parser.jobs; "
+            "before = 'surt' in sys.modules; fetcher.archiving.warm_up(); "
+            "after_fetcher = 'surt' in sys.modules; del sys.modules['surt']; "
+            "parser.jobs.warm_up(); "
+            "print(json.dumps([before, after_fetcher, 'surt' in sys.modules]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert json.loads(proc.stdout) == [False, True, True]
