@@ -38,7 +38,6 @@ from pathlib import Path
 from common.adapters.local_blobs import BlobError
 from common.runtime import SERVICE_EPILOG, SERVICE_HELP, blob_root, state_path
 from common.settings import Settings, SettingsError, describe
-from crawler import embedded
 from frontier.stats import CrawlStats
 
 
@@ -311,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             include_duplicates=args.include_duplicates, cluster=args.cluster,
             partial=args.partial))
     if args.command == "stats":
+        from crawler import embedded  # here: the commands that need no crawl skip it
+
         try:
             stats = asyncio.run(embedded.read_stats(settings))
         except FileNotFoundError as exc:
@@ -324,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_crawl(settings, args.urls, progress=progress,
                               continuous=args.continuous)
         if args.command == "demo":
+            from crawler import embedded
+
             problem = _out_problem(settings) if args.out else None
             if problem:
                 return _fail(problem, 2)
@@ -371,6 +374,7 @@ def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool,
     """``crawler crawl``: check everything that can be checked without creating or
     sending anything, then crawl (with ``continuous``, until interrupted)."""
     from common import urls
+    from crawler import embedded
     from frontier.seeds import seed_batch
 
     problem = _out_problem(settings)
@@ -445,15 +449,14 @@ def _run_role(role: str, settings: Settings) -> int:
 
 
 async def _seed(settings: Settings, seeds: Sequence[str], priority: int | None) -> int:
-    from common.runtime import make_bus, make_store
-    from crawler.roles.frontier import resolver
-    from frontier.service import Frontier
+    """Publish the seeds on the bus, each to its host's owner; nothing else is opened
+    (no store, no frontier): the command is part of the time to a crawl's first request."""
+    from common.runtime import make_bus
+    from frontier.seeds import publish_seeds
 
     bus = make_bus(settings)
-    store = make_store(settings)
     try:
-        return await Frontier(settings, bus, store, embedded=False,
-                              resolve=resolver(settings)).seed(seeds, priority)
+        return (await publish_seeds(bus, settings, seeds, priority)).count
     finally:
         await bus.stop()
 

@@ -182,6 +182,7 @@ class KafkaBus:
             } | self._producer_overrides
             self._producer = ProducerSide.start(config, bootstrap=self.bootstrap,
                                                 delivery_timeout=self.delivery_timeout)
+            await asyncio.to_thread(self._producer.connect, min(self.start_timeout, 5.0))
             self._started = True
 
     def _topic_admin(self) -> TopicAdmin:
