@@ -34,11 +34,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common.adapters.local_blobs import BlobError
 from common.runtime import SERVICE_EPILOG, SERVICE_HELP, blob_root, state_path
 from common.settings import Settings, SettingsError, describe
 from frontier.stats import CrawlStats
+
+if TYPE_CHECKING:
+    from frontier.seeds import SeedBatch
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -428,12 +432,13 @@ def _cmd_seed(settings: Settings, seeds: Sequence[str], priority: int | None) ->
     if priority is not None and not 0 <= priority < levels:
         return _fail(f"--priority: expected 0 to {levels - 1} "
                      "(CRAWLER_CRAWL_PRIORITY_LEVELS)", 2)
-    batch = seed_batch(seeds, 0, TrackingRules.from_settings(settings.urls))
+    batch = seed_batch(seeds, settings.crawl.seed_priority if priority is None else priority,
+                       TrackingRules.from_settings(settings.urls))
     for raw, why in batch.rejected:
         print(f"crawler: seed {raw!r} rejected: {why}", file=sys.stderr)
     if not batch.count:
         return _fail("no usable seed URL; nothing sent", 2)
-    n = asyncio.run(_seed(settings, [u for u in seeds if u not in batch.invalid], priority))
+    n = asyncio.run(_seed(settings, batch))
     print(f"{n} seed URLs sent")
     return 0 if n else 1
 
@@ -448,15 +453,16 @@ def _run_role(role: str, settings: Settings) -> int:
     return service_main(role, module.run)
 
 
-async def _seed(settings: Settings, seeds: Sequence[str], priority: int | None) -> int:
-    """Publish the seeds on the bus, each to its host's owner; nothing else is opened
-    (no store, no frontier): the command is part of the time to a crawl's first request."""
+async def _seed(settings: Settings, batch: SeedBatch) -> int:
+    """Publish the checked seeds on the bus, each host's to its owner; nothing else is
+    opened (no store, no frontier): the command is part of the time to a crawl's first
+    request."""
     from common.runtime import make_bus
-    from frontier.seeds import publish_seeds
+    from frontier.seeds import publish_batch
 
     bus = make_bus(settings)
     try:
-        return (await publish_seeds(bus, settings, seeds, priority)).count
+        return await publish_batch(bus, batch)
     finally:
         await bus.stop()
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from common import urls
 from common.messages import Discovered, Link, LinkKind, Topic
 from common.ports import Bus
-from common.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +98,3 @@ async def publish_batch(bus: Bus, batch: SeedBatch) -> int:
     for host, msg in batch.by_host.items():
         await bus.publish(Topic.DISCOVERED, host, msg)
     return batch.count
-
-
-async def publish_seeds(bus: Bus, settings: Settings, seed_urls: Iterable[str],
-                        priority: int | None = None) -> SeedBatch:
-    """Canonicalise and publish ``seed_urls`` (priority default: ``crawl.seed_priority``)."""
-    prio = settings.crawl.seed_priority if priority is None else priority
-    batch = seed_batch(seed_urls, prio, urls.TrackingRules.from_settings(settings.urls))
-    await publish_batch(bus, batch)
-    return batch

@@ -51,11 +51,13 @@ async def run(settings: Settings) -> None:
                          work=work, judge=judge)
     # what the first pages need, loaded before the service reports ready rather than
     # while they wait: the archive's index library and, parsing here, the language model
-    warm_up_archive()
+    # (the parser's warm-up loads both)
     if inline:
         from parser.jobs import warm_up as warm_up_parser
 
         warm_up_parser()
+    else:
+        warm_up_archive()
 
     async def stop() -> None:
         await bus.stop()
