@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,12 @@ class Config:
     concurrency: int = 64
     max_depth: int = 16
     runs: int = 3
+    warmup: int = 1
+    """Unmeasured runs of each tool before the measured ones, on each web compared."""
+    server_warmup: int = 3
+    """More unmeasured cluster runs, once, when the benchmark started Kafka and
+    Cassandra itself: a JVM just started spends 2-3x its settled CPU per request while
+    it compiles its hot code, which a running cluster's servers did long ago."""
     port: int = 18080
     tools: list[str] = field(default_factory=lambda: ["embedded", "scrapy", "cluster"])
     steps: list[str] = field(default_factory=lambda: list(STEPS))
@@ -130,6 +137,11 @@ def parse_args(argv: list[str] | None) -> Config:
     p.add_argument("--links", type=int, dest="links_per_page", help="links per page")
     p.add_argument("--words", type=int, help="words of text per page")
     p.add_argument("--runs", type=int, help="runs per crawler (at least 3 for a report)")
+    p.add_argument("--warmup", type=int,
+                   help="unmeasured runs per crawler before the measured ones (default 1)")
+    p.add_argument("--server-warmup", type=int,
+                   help="more unmeasured cluster runs when the benchmark started Kafka and "
+                        "Cassandra itself (default 3)")
     p.add_argument("--delay", type=float, help="per-host delay in seconds, for every crawler")
     p.add_argument("--concurrency", type=int, help="requests in flight, for every crawler")
     p.add_argument("--port", type=int, help="nginx port on 127.0.0.1 (default 18080)")
@@ -156,7 +168,8 @@ def parse_args(argv: list[str] | None) -> Config:
     preset = "quick" if a.quick else "full" if a.full else "default"
     cfg = Config(preset=preset, **PRESETS[preset])
     for name in ("hosts", "pages_per_host", "links_per_page", "words", "runs", "delay",
-                 "concurrency", "port", "scale_budget", "profile_pages", "report_path"):
+                 "concurrency", "port", "scale_budget", "profile_pages", "report_path",
+                 "warmup", "server_warmup"):
         value = getattr(a, name)
         if value is not None:
             setattr(cfg, name, value)
@@ -191,6 +204,8 @@ def parse_args(argv: list[str] | None) -> Config:
                                                                         else "")
     if cfg.runs < 1 or cfg.hosts < 1 or cfg.pages_per_host < 2:
         p.error("runs and hosts must be at least 1, pages at least 2")
+    if cfg.warmup < 0 or cfg.server_warmup < 0:
+        p.error("warm-up runs cannot be negative")
     return cfg
 
 
@@ -210,6 +225,7 @@ class Bench:
         self.real: RealWeb | None = None
         self.target = Target()
         self.started_servers = False
+        self.servers_warm = False  # the cluster's warm-up runs have been done
         self.tools_info: dict[str, str] = {}
 
     # ------------------------------------------------------------------ helpers
@@ -513,7 +529,7 @@ class Bench:
                   "cluster": self.cluster_crawl}
         expected = set(self.target.expected)
         runs: list[RunResult] = []
-        out: dict[str, Any] = {"runs": []}
+        out: dict[str, Any] = {"runs": [], "warmup_runs": self.warm_up(label, tools, makers)}
         for i in range(1, self.cfg.runs + 1):
             order = tools if i % 2 == 1 else list(reversed(tools))
             for tool in order:
@@ -531,6 +547,35 @@ class Bench:
                 self.checkpoint()
         out["summary"] = {t: summarize([r for r in runs if r.tool == t]) for t in tools}
         return out
+
+    def warm_up(self, label: str, tools: list[str],
+                makers: Mapping[str, Callable[[int], Crawl]]) -> list[dict[str, Any]]:
+        """Unmeasured runs before the measured ones: ``warmup`` of each tool, and
+        ``server_warmup`` more of the cluster the first time when this benchmark started
+        Kafka and Cassandra. What each run measured is kept (``warmup_runs``) but
+        counts in no figure."""
+        assert self.nginx is not None
+        expected = set(self.target.expected)
+        plan = [t for _ in range(self.cfg.warmup) for t in tools]
+        if "cluster" in tools and self.started_servers and not self.servers_warm:
+            plan += ["cluster"] * self.cfg.server_warmup
+        if "cluster" in plan:
+            self.servers_warm = True
+        kept: list[dict[str, Any]] = []
+        for n, tool in enumerate(plan, 1):
+            self.log(f"{label}, warm-up {n}/{len(plan)}: {tool} (not counted)")
+            result = run_crawl(makers[tool](0), 0, self.nginx, expected, self.log)
+            self.log(f"  {result.pages} pages in {result.wall_seconds:.1f} s = "
+                     f"{result.pages_per_second:.1f}/s, "
+                     f"{result.cpu_per_1000_pages:.2f} CPU s per 1000"
+                     + (f", servers {result.infra_cpu_seconds:.2f} CPU s"
+                        if result.infra_cpu_seconds else ""))
+            kept.append({"tool": tool, "pages": result.pages,
+                         "pages_per_second": result.pages_per_second,
+                         "cpu_seconds_per_1000_pages": result.cpu_per_1000_pages,
+                         "infra_cpu_by_server": result.infra_cpu_by_server})
+            shutil.rmtree(VAR / "runs" / f"{tool}-0", ignore_errors=True)
+        return kept
 
     def compare_real(self) -> None:
         """The real web: every host at once (throughput), then one host at a time,

@@ -291,6 +291,20 @@ def real_page_parser_cost(prof: dict[str, Any], w: Callable[[str], None]) -> Non
       f"ones; see docs/text-quality.md.\n")
 
 
+
+def _warmup_note(results: dict[str, Any]) -> str:
+    """How many unmeasured runs came first (results of older runs do not say)."""
+    cfg = results.get("config") or {}
+    if cfg.get("warmup") is None:
+        return ""
+    note = f", after {cfg['warmup']} unmeasured run(s) of each tool"
+    started = (results.get("cluster") or {}).get("started_servers")
+    if started and cfg.get("server_warmup"):
+        note += (f" and {cfg['server_warmup']} more of the cluster, whose Kafka and "
+                 "Cassandra the benchmark had just started (a JVM spends 2-3x its settled "
+                 "CPU per request while it compiles its hot code)")
+    return note
+
 def render(results: dict[str, Any], *, results_file: str) -> str:
     cfg = results.get("config", {})
     machine = results.get("machine", {})
@@ -412,7 +426,8 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
         w("## Throughput and cost per page\n")
         w(f"Median over the runs, with the spread (lowest–highest) in brackets; "
           f"{cfg.get('runs')} runs per tool, alternating "
-          f"({', '.join(summary)} then the reverse order). Pages per second count every "
+          f"({', '.join(summary)} then the reverse order){_warmup_note(results)}. "
+          "Pages per second count every "
           "page request the server saw (robots.txt not included) over the whole run, "
           "start-up included; for the cluster, whose services run before a crawl is "
           "seeded into them, from the seed to the crawl seen done, with the services' "
