@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -682,7 +683,8 @@ class Bench:
         summary = summarize_file(raw, self.cfg.profile_rate)
         summary.update({"pages": pages, "wall_seconds": wall,
                         "process_cpu_seconds": ru.ru_utime + ru.ru_stime,
-                        "raw_file": str(raw.relative_to(REPO))})
+                        "raw_file": str(raw.relative_to(REPO)),
+                        "raw_sha256": file_digest(raw)})
         shutil.rmtree(out, ignore_errors=True)
         top = ", ".join(f"{r['name'].split(' (')[0]} {100 * r['share']:.0f}%"
                         for r in summary["components"][:4])
@@ -735,7 +737,8 @@ class Bench:
         summary.update({"pages": fetched, "server_pages": result.pages,
                         "wall_seconds": result.wall_seconds,
                         "service_cpu": result.service_cpu, "missing": result.missing,
-                        "raw_file": str(raw.relative_to(REPO))})
+                        "raw_file": str(raw.relative_to(REPO)),
+                        "raw_sha256": file_digest(raw)})
         self.results["cluster_profile"] = summary
         top = ", ".join(f"{r['name'].split(' (')[0]} {100 * r['share']:.0f}%"
                         for r in summary["components"][:4])
@@ -845,6 +848,21 @@ def infra_pids() -> dict[str, int]:
     return pids
 
 
+def file_digest(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _raw_is_this_runs(prof: dict[str, Any]) -> bool:
+    """Whether a profile's raw stacks are still those it was folded from: a later run
+    (another preset's, say) writes the same file, and folding that one would put its
+    samples under this report's figures. Results without the stacks' digest are left
+    as they are."""
+    raw = REPO / str(prof.get("raw_file") or "")
+    return (bool(prof.get("raw_file")) and bool(prof.get("raw_sha256")) and raw.is_file()
+            and file_digest(raw) == prof["raw_sha256"])
+
+
 def render_only(cfg: Config) -> int:
     """Write the report again from a results file."""
     from bench.cpu_profile import summarize_cluster_file, summarize_file
@@ -853,16 +871,16 @@ def render_only(cfg: Config) -> int:
     results = json.loads(path.read_text())
     for holder in (results, results.get("real") or {}):
         prof = holder.get("profile")
-        if prof and prof.get("raw_file") and (REPO / prof["raw_file"]).exists():
+        if prof and _raw_is_this_runs(prof):
             keep = {k: prof[k] for k in ("pages", "wall_seconds", "process_cpu_seconds",
-                                         "raw_file") if k in prof}
+                                         "raw_file", "raw_sha256") if k in prof}
             prof = summarize_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
             prof.update(keep)
             holder["profile"] = prof
     prof = results.get("cluster_profile")
-    if prof and prof.get("raw_file") and (REPO / prof["raw_file"]).exists():
+    if prof and _raw_is_this_runs(prof):
         keep = {k: prof[k] for k in ("pages", "server_pages", "wall_seconds", "service_cpu",
-                                     "missing", "raw_file") if k in prof}
+                                     "missing", "raw_file", "raw_sha256") if k in prof}
         prof = summarize_cluster_file(REPO / prof["raw_file"], int(prof.get("rate_hz", 100)))
         prof.update(keep)
         results["cluster_profile"] = prof
