@@ -95,6 +95,9 @@ class RunResult:
     start-up, shut-down and the benchmark's keyspace and topic clean-up included, is
     ``process_wall_seconds``."""
     process_wall_seconds: float | None = None
+    max_pss_bytes: int | None = None
+    """The process tree's peak PSS (sampled with the RSS; not for cluster mode, whose
+    services are measured by their own peaks): shared pages counted once."""
 
     @property
     def cpu_seconds(self) -> float:
@@ -124,18 +127,28 @@ class RunResult:
 
 def tree_rss_bytes(pid: int) -> int:
     """Resident memory of ``pid`` and all its descendants now (0 once it is gone)."""
-    total = 0
+    return tree_memory(pid)[0]
+
+
+def tree_memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of ``pid`` and all its descendants now, in bytes ((0, 0) once it is
+    gone). RSS counts a page in every process that maps it (the shared libraries, a
+    model file each worker maps); PSS splits it between them, so the tree's PSS is
+    what the processes take from the machine together."""
+    rss = pss = 0
     todo = [pid]
     while todo:
         p = todo.pop()
         with contextlib.suppress(OSError, ValueError, IndexError):
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Rss:"):
+                    rss += int(line.split()[1]) * 1024
+                elif line.startswith("Pss:"):
+                    pss += int(line.split()[1]) * 1024
             for task in os.listdir(f"/proc/{p}/task"):
                 children = Path(f"/proc/{p}/task/{task}/children").read_text().split()
                 todo.extend(int(c) for c in children)
-    return total
+    return rss, pss
 
 
 def wait_with_usage(proc: subprocess.Popen[bytes], deadline: float, *, grace: float,
@@ -241,11 +254,13 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
     with crawl.log_path.open("wb") as out:
         proc = subprocess.Popen(crawl.command, cwd=crawl.cwd, env=crawl.env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        tree_peak = 0
+        tree_peak = pss_peak = 0
 
         def sample() -> None:  # ru_maxrss is one process's peak; this sums the tree's
-            nonlocal tree_peak
-            tree_peak = max(tree_peak, tree_rss_bytes(proc.pid))
+            nonlocal tree_peak, pss_peak
+            rss_now, pss_now = tree_memory(proc.pid)
+            tree_peak = max(tree_peak, rss_now)
+            pss_peak = max(pss_peak, pss_now)
 
         status, rusage, timed_out = wait_with_usage(proc, started + crawl.timeout,
                                                     grace=30.0, poll=0.05, on_poll=sample)
@@ -284,6 +299,7 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
             user = sum(float(u["cpu_user"]) for u in services.values())
             system = sum(float(u["cpu_system"]) for u in services.values())
             rss = sum(int(u["max_rss_bytes"]) for u in services.values() if u is not None)
+            pss_peak = 0  # the tree sampled here is the supervisor's, not the services'
             service_cpu = {name: float(u["cpu_user"]) + float(u["cpu_system"])
                            for name, u in services.items() if u is not None}
             for per_service in (report.get("counters") or {}).values():
@@ -303,7 +319,8 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
     return RunResult(
         tool=crawl.name, run=run, exit_code=proc.returncode, timed_out=timed_out,
         wall_seconds=wall, cpu_user_seconds=user, cpu_system_seconds=system,
-        max_rss_bytes=rss, bytes_written=folder_bytes(crawl.out_dir),
+        max_rss_bytes=rss, max_pss_bytes=pss_peak or None,
+        bytes_written=folder_bytes(crawl.out_dir),
         server_cpu_seconds=server_cpu, infra_cpu_seconds=infra_cpu,
         loadavg_before=load, started_at=started_at, notes=notes, service_cpu=service_cpu,
         counters=counters, infra_cpu_by_server=infra_by_server,
@@ -313,7 +330,7 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
 def summarize(results: Sequence[RunResult]) -> dict[str, Any]:
     """Median and spread (min, max) of each figure over the completed runs of one tool
     (exit code 0, not timed out); failed runs are counted, and listed in the runs."""
-    keys = ["pages_per_second", "cpu_seconds_per_1000_pages", "max_rss_bytes",
+    keys = ["pages_per_second", "cpu_seconds_per_1000_pages", "max_rss_bytes", "max_pss_bytes",
             "bytes_written", "wall_seconds", "pages", "missing", "extra", "refetched",
             "cpu_seconds", "min_gap_seconds", "server_cpu_seconds", "active_seconds",
             "active_pages_per_second", "start_seconds", "process_wall_seconds"]
