@@ -26,12 +26,16 @@ shingle, the hashes or the sizes makes stored sketches incomparable with new one
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
-
-import numpy as np
-import numpy.typing as npt
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from common.simhash import _MD5, encoded_tokens, hamming
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["CANDIDATE_BITS", "KEY_SPACE", "KEY_VALUES", "SHINGLE", "SKETCH_BYTES",
            "SKETCH_SIZE", "VALUE_BITS", "closest", "index_keys", "jaccard", "plausible",
@@ -46,15 +50,25 @@ KEY_SPACE = 1 << 46
 #: Candidates further apart than this in SimHash bits are not compared: unrelated
 #: pages are about 32 bits apart, near duplicates of the labelled set at most 14.
 CANDIDATE_BITS = 20
-_U64 = np.uint64
-_POLY = _U64(0x100000001B3)  # the FNV-64 prime: an odd multiplier per word position
+_POLY = 0x100000001B3  # the FNV-64 prime: an odd multiplier per word position
+
+
+@cache
+def _np() -> Any:
+    """numpy, imported where sketches are made (the page workers): comparing them, the
+    dedup side's whole use of this module, needs none."""
+    import numpy
+
+    return numpy
 
 
 def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """SplitMix64's finaliser, element-wise (uint64 arithmetic wraps)."""
-    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return x ^ (x >> _U64(31))
+    u64 = _np().uint64
+    x = (x ^ (x >> u64(30))) * u64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> u64(27))) * u64(0x94D049BB133111EB)
+    result: npt.NDArray[np.uint64] = x ^ (x >> u64(31))
+    return result
 
 
 def shingle_hashes(text: str) -> npt.NDArray[np.uint64]:
@@ -65,18 +79,22 @@ def shingle_hashes(text: str) -> npt.NDArray[np.uint64]:
 
 def shingle_hashes_of(words: Sequence[bytes]) -> npt.NDArray[np.uint64]:
     """:func:`shingle_hashes` of a text from its :func:`common.simhash.encoded_tokens`."""
+    np_ = _np()
     if not words:
-        return np.empty(0, dtype=np.uint64)
+        empty: npt.NDArray[np.uint64] = np_.empty(0, dtype=np_.uint64)
+        return empty
     md5 = _MD5
     known = {w: int.from_bytes(md5(w).digest()[:8], "little") or 1
              for w in dict.fromkeys(words)}
-    word = np.fromiter(map(known.__getitem__, words), dtype=np.uint64, count=len(words))
+    word = np_.fromiter(map(known.__getitem__, words), dtype=np_.uint64, count=len(words))
     count = max(len(word) - SHINGLE + 1, 1)
-    with np.errstate(over="ignore"):
+    poly = np_.uint64(_POLY)
+    with np_.errstate(over="ignore"):
         h = word[:count].copy()
         for j in range(1, min(SHINGLE, len(word))):
-            h = h * _POLY + word[j:j + count]
-        return np.unique(_mix(h))
+            h = h * poly + word[j:j + count]
+        hashes: npt.NDArray[np.uint64] = np_.unique(_mix(h))
+        return hashes
 
 
 def sketch(text: str) -> bytes:
@@ -89,15 +107,17 @@ def sketch_of(hashes: npt.NDArray[np.uint64]) -> bytes:
     """The bottom-k sketch of a set of shingle hashes (sorted and distinct, as
     :func:`shingle_hashes` gives them: their top bits are then sorted too, so equal
     values are neighbours)."""
-    top = (hashes >> _U64(64 - VALUE_BITS)).astype(np.uint32)
+    np_ = _np()
+    top = (hashes >> np_.uint64(64 - VALUE_BITS)).astype(np_.uint32)
     if len(top) > 1:
-        top = top[np.concatenate(([True], top[1:] != top[:-1]))]
-    return top[:SKETCH_SIZE].astype(">u4").tobytes()
+        top = top[np_.concatenate(([True], top[1:] != top[:-1]))]
+    return bytes(top[:SKETCH_SIZE].astype(">u4").tobytes())
 
 
-def values(sketch_bytes: bytes) -> npt.NDArray[np.uint32]:
+def values(sketch_bytes: bytes) -> tuple[int, ...]:
     """The sorted 32-bit values of a sketch."""
-    return np.frombuffer(sketch_bytes[:len(sketch_bytes) // 4 * 4], dtype=">u4")
+    n = len(sketch_bytes) // 4
+    return struct.unpack(f">{n}I", sketch_bytes[:n * 4])
 
 
 def similarity(a: bytes, b: bytes) -> float:
@@ -106,13 +126,13 @@ def similarity(a: bytes, b: bytes) -> float:
     (exact when both texts have at most :data:`SKETCH_SIZE` shingles). 0.0 when
     either sketch is empty."""
     x, y = values(a), values(b)
-    if not len(x) or not len(y):
+    if not x or not y:
         return 0.0
-    union = np.union1d(x, y)
+    union = sorted(set(x).union(y))
     if len(x) >= SKETCH_SIZE or len(y) >= SKETCH_SIZE:  # else both hold their whole set
         union = union[:SKETCH_SIZE]
-    both = np.intersect1d(x, y, assume_unique=True)
-    return float(np.count_nonzero(np.isin(union, both, assume_unique=True))) / len(union)
+    both = set(x).intersection(y)
+    return sum(1 for v in union if v in both) / len(union)
 
 
 def index_keys(sketch_bytes: bytes) -> list[int]:
@@ -130,7 +150,7 @@ def jaccard(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> float:
     """Exact Jaccard similarity of two sets of shingle hashes (sorted, distinct)."""
     if not len(a) and not len(b):
         return 1.0
-    inter = len(np.intersect1d(a, b, assume_unique=True))
+    inter = len(_np().intersect1d(a, b, assume_unique=True))
     return inter / (len(a) + len(b) - inter)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from dataclasses import dataclass
 
 import msgspec
 
@@ -33,29 +32,16 @@ from common.sitemap_work import read_job
 from common.sitemaps import SitemapRead, vouched_hosts
 from parser import pdf as pdfs
 from parser.charset import decode_html
-from parser.hook import HookAnswer, PageView, call_hook
+from parser.hook import PageView, call_hook
 from parser.html import extract, followable_links, parse_document
 from parser.markdown import DEFAULT_MAX_CHARS, plain_markdown, render_markdown
-from parser.results import Texts, ToRender, unchanged_sitemap
+from parser.results import Extracted, Texts, ToRender, unchanged_sitemap
 from parser.signals import TextSignals, text_signals
 from parser.signals import warm_up as _warm_signals
 from parser.text import MainText, main_content
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 MARKDOWN_TYPE = "text/markdown; charset=utf-8"
-
-
-@dataclass(frozen=True, slots=True)
-class Extracted:
-    title: str | None
-    text: str
-    links: list[str]
-    noindex: bool
-    nofollow: bool
-    signals: TextSignals
-    markdown: str | None = None  # the main content as Markdown, when asked for
-    document_pages: int | None = None  # a PDF's page count
-    hook: HookAnswer | None = None  # what the extraction hook returned, where one is set
 
 
 def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: str | None,

@@ -23,9 +23,9 @@ folder cannot be written, at every start).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 
 from parser.langid import Identifier, load_identifier
+from parser.results import TextSignals
 from parser.text import MainText
 
 __all__ = [
@@ -43,19 +43,6 @@ LANGUAGE_SAMPLE = 2000
 MIN_LANGUAGE_LETTERS = 20
 #: Lowest probability of the best language for it to count.
 MIN_LANGUAGE_CONFIDENCE = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class TextSignals:
-    """``language`` (None: not identified) with its ``language_confidence`` (0-1),
-    ``chars`` and ``words`` of the main text, and ``boilerplate_ratio``: the share of
-    the page's visible text (whitespace collapsed) that is not in the main text."""
-
-    language: str | None
-    language_confidence: float
-    chars: int
-    words: int
-    boilerplate_ratio: float
 
 
 _identifier: Identifier | None = None

@@ -81,3 +81,50 @@ def test_writers_load_the_index_library_when_warmed_up_not_at_import() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, check=True)
     assert json.loads(proc.stdout) == [False, True, True]
+
+
+def test_judging_near_duplicates_imports_no_numpy() -> None:
+    """The dedup side compares sketches the page workers made; it runs in the crawl's
+    main process (and a cluster fetcher's), which then need not load numpy (about
+    15 MiB resident) for it."""
+    code = ("import json, sys; from common.minhash import closest, index_keys, plausible, "
+            "similarity; a = bytes(range(0, 64)); b = bytes(range(4, 68)); "
+            "keys = index_keys(a); near = closest(5, a, [('u', 7, b)], k=3, threshold=0.5); "
+            "far = plausible(5, [('v', (2 ** 64 - 1) ^ 5)], 3); "
+            "print(json.dumps([similarity(a, b), len(keys), near, far, "
+            "'numpy' in sys.modules]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    score, keys, near, far, numpy_loaded = json.loads(proc.stdout)
+    assert 0.0 < score < 1.0 and keys == 4 and near == ["u", 7] and far == []
+    assert numpy_loaded is False
+
+
+def test_a_page_workers_answer_reads_back_without_the_parsing_libraries(
+        tmp_path: Path) -> None:
+    """The crawl's main process unpickles each parse answer, and unpickling imports the
+    module of every class in it: those classes live in parser.results, so the main
+    process does not load the parsing libraries, numpy and the language model there."""
+    import parser.jobs
+    from common import urls
+    from common.settings import Settings
+
+    html = (b"<html><head><title>T</title></head><body><article><h1>Title</h1>"
+            + b"<p>Some words of main text for the page, enough of them.</p>" * 20
+            + b"<a href='/next'>next</a></article></body></html>")
+    found = parser.jobs.analyse(html, "text/html", "http://a.test/", x_robots_tag=None,
+                                product_token="crawler",
+                                tracking=urls.TrackingRules.from_settings(Settings().urls),
+                                markdown=True)
+    simhash, sketch = parser.jobs.fingerprints(found.text)
+    answer = tmp_path / "answer.pickle"
+    answer.write_bytes(pickle.dumps((found, None, simhash, sketch, 0.001, None)))
+    code = ("import json, pickle, sys; "
+            f"found = pickle.loads(open({str(answer)!r}, 'rb').read())[0]; "
+            f"print(json.dumps([found.links, [m for m in {list(LATER)!r} "
+            "if m in sys.modules]]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    links, loaded = json.loads(proc.stdout)
+    assert links == ["http://a.test/next"]
+    assert loaded == []
