@@ -47,6 +47,7 @@ KEY_SPACE = 1 << 46
 #: pages are about 32 bits apart, near duplicates of the labelled set at most 14.
 CANDIDATE_BITS = 20
 _U64 = np.uint64
+_DIGEST = type(_MD5(b"")).digest  # the digest method of an MD5 object
 _POLY = _U64(0x100000001B3)  # the FNV-64 prime: an odd multiplier per word position
 
 
@@ -67,16 +68,21 @@ def shingle_hashes_of(words: Sequence[bytes]) -> npt.NDArray[np.uint64]:
     """:func:`shingle_hashes` of a text from its :func:`common.simhash.encoded_tokens`."""
     if not words:
         return np.empty(0, dtype=np.uint64)
-    md5 = _MD5
-    known = {w: int.from_bytes(md5(w).digest()[:8], "little") or 1
-             for w in dict.fromkeys(words)}
+    # each distinct word's hash: the first 8 bytes of its MD5, little-endian (1 for 0)
+    distinct = dict.fromkeys(words)
+    digests = b"".join(map(_DIGEST, map(_MD5, distinct)))
+    hashed = np.frombuffer(digests, dtype="<u8")[::2].astype(np.uint64)
+    hashed[hashed == 0] = 1
+    known = dict(zip(distinct, hashed.tolist(), strict=True))
     word = np.fromiter(map(known.__getitem__, words), dtype=np.uint64, count=len(words))
     count = max(len(word) - SHINGLE + 1, 1)
     with np.errstate(over="ignore"):
         h = word[:count].copy()
         for j in range(1, min(SHINGLE, len(word))):
             h = h * _POLY + word[j:j + count]
-        return np.unique(_mix(h))
+        h = np.sort(_mix(h))
+    # distinct: the same as np.unique, which costs several times more here
+    return h[np.concatenate(([True], h[1:] != h[:-1]))] if len(h) > 1 else h
 
 
 def sketch(text: str) -> bytes:
