@@ -98,7 +98,7 @@ def features(text: str, shingle: int = SHINGLE) -> list[str]:
 def encoded_tokens(text: str) -> list[bytes]:
     """:func:`tokens` of ``text``, each UTF-8 encoded: the input of :func:`simhash_of`
     and :func:`common.minhash.shingle_hashes_of`, so a page is tokenised once for both."""
-    return [word.encode("utf-8") for word in _TOKEN.findall(text.lower())]
+    return list(map(str.encode, _TOKEN.findall(text.lower())))  # UTF-8, strict
 
 
 def simhash64(text: str) -> int:
@@ -113,15 +113,17 @@ def simhash_of(words: Sequence[bytes]) -> int:
         return 0
     md5 = _MD5
     if len(words) <= SHINGLE:
-        digests, count = md5(b" ".join(words)).digest()[8:], 1
+        digests, count = md5(b" ".join(words)).digest(), 1
     else:
-        digests = b"".join([md5(a + b" " + b + b" " + c).digest()[8:]
-                            for a, b, c in zip(words, words[1:], words[2:], strict=False)])
+        spaced = [word + b" " for word in words]  # a shingle is a + " " + b + " " + c
+        digests = b"".join([md5(a + b + c).digest()
+                            for a, b, c in zip(spaced, spaced[1:], words[2:], strict=False)])
         count = len(words) - SHINGLE + 1
     import numpy as np  # here: the dedup side's block keys need no numpy at start-up
 
-    # one row of 64 bits per feature, most significant bit first
-    bits = np.unpackbits(np.frombuffer(digests, dtype=np.uint8)).reshape(-1, BITS)
+    # one row of 64 bits per feature (the digest's last 8 bytes), most significant first
+    rows = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 16)[:, 8:]
+    bits = np.unpackbits(rows, axis=1)
     majority = bits.sum(axis=0, dtype=np.int64) * 2 > count
     return int.from_bytes(np.packbits(majority).tobytes(), "big")
 

@@ -110,6 +110,7 @@ _ESCAPE = re.compile(r"[\\`*\[\]<>|]|(?<!\w)_|_(?!\w)|&(?=#?\w{1,32};)")
 _MAY_ESCAPE = re.compile(r"[\\`*\[\]<>|_&]")  # the characters _ESCAPE can match
 _ORDERED = re.compile(r"(\d{1,9})(?=[.)](?:\s|$))")
 _LEADER = re.compile(r"(?:[#+]|-+|=+|~{3,})(?:\s|$)")
+_LEADER_FIRST = frozenset("#+-=~")  # the characters a _LEADER match starts with
 _BACKTICKS = re.compile(r"`+")
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*:")
 _LANGUAGE = re.compile(r"(?:^|\s)(?:language|lang)-([\w+#.-]{1,32})")
@@ -188,6 +189,9 @@ _EXIT_HEADING = 3
 _EXIT_LIST = 4
 _EXIT_ITEM = 5
 _EXIT_QUOTE = 6
+#: What :meth:`_Walk._enter` returns for an element whose children are walked and
+#: whose end needs nothing done.
+_DESCEND: tuple[None, int, object] = (None, 0, None)
 
 
 class _Walk:
@@ -211,29 +215,35 @@ class _Walk:
         self.urls: dict[str, str | None] = {}
 
     def run(self, root: LexborNode) -> None:
-        stack: list[tuple[LexborNode | None, int, object]] = [(root, 0, None)]
+        # the stack holds nodes to enter and, below an element's children, the action
+        # to take when it is left
+        stack: list[LexborNode | tuple[None, int, object]] = [root]
+        pop = stack.pop
+        push = stack.append
+        extend = stack.extend
+        enter = self._enter
+        leave = self._exit
+        add_text = self._text
+        skip = _SKIP
         while stack and self.size <= self.budget:
-            node, action, data = stack.pop()
-            if action:
-                self._exit(action, data)
+            node = pop()
+            if isinstance(node, tuple):
+                leave(node[1], node[2])
                 continue
-            assert node is not None
             tag = node.tag or ""
             if tag == "-text":
-                self._text(node.text_content or "")
+                add_text(node.text_content or "")
                 continue
-            if tag[:1] in ("-", "!", "_") or tag in _SKIP:
+            if tag[:1] in ("-", "!", "_") or tag in skip:
                 continue
-            exit_action = self._enter(node, tag)
+            exit_action = enter(node, tag)
             if exit_action is None:
                 continue  # handled whole, children skipped
-            stack.append(exit_action)
-            children: list[LexborNode] = []
-            child = node.child
-            while child is not None:
-                children.append(child)
-                child = child.next
-            stack.extend((c, 0, None) for c in reversed(children))
+            if exit_action is not _DESCEND:
+                push(exit_action)
+            children = list(node.iter(include_text=True))
+            children.reverse()
+            extend(children)
         if not self.inline:
             self.flush()
 
@@ -245,9 +255,23 @@ class _Walk:
         self.size += len(md)
 
     def _text(self, text: str) -> None:
-        text = _SPACES.sub(" ", text)
-        if text:
-            self._add(_escape(text), text)
+        if not text:
+            return
+        # whitespace runs collapsed to one space, as _SPACES.sub(" ", text) does
+        # (str.split and \s agree on what whitespace is)
+        if text.isspace():
+            text = " "
+        else:
+            collapsed = " ".join(text.split())
+            if text[0].isspace():
+                collapsed = " " + collapsed
+            if text[-1].isspace():
+                collapsed += " "
+            text = collapsed
+        md = _escape(text)
+        self.md.append(md)
+        self.plain.append(text)
+        self.size += len(md)
 
     def _link(self, href: str) -> str | None:
         if href in self.urls:
@@ -289,20 +313,20 @@ class _Walk:
                 return None
             url = self._link(href)
             if url is None:
-                return (None, _EXIT, None)
+                return _DESCEND
             wrap = _Wrap(len(self.md), "[", "](" + _destination(url) + ")")
             self.wraps.append(wrap)
             return (None, _EXIT, wrap)
         mark = _EMPHASIS.get(tag)
         if mark is not None:
             if self.emphasis[mark]:
-                return (None, _EXIT, None)
+                return _DESCEND
             self.emphasis[mark] += 1
             wrap = _Wrap(len(self.md), mark, mark, emphasis=mark)
             self.wraps.append(wrap)
             return (None, _EXIT, wrap)
         if tag not in _BLOCKS:
-            return (None, _EXIT, None)
+            return _DESCEND
         self._boundary()
         if self.inline:
             return (None, _EXIT_BLOCK, None)
@@ -465,7 +489,8 @@ class _Walk:
         self.plain.clear()
         if not plain or self.inline:
             return
-        lines = [_guard(_RUNS.sub(" ", line).strip()) for line in text.split("\n")]
+        lines = [_guard(_RUNS.sub(" ", line).strip() if "  " in line else line.strip())
+                 for line in text.split("\n")]
         lines = [line for line in lines if line]
         if not lines:
             return
@@ -512,6 +537,9 @@ def _escape(text: str) -> str:
 
 def _guard(line: str) -> str:
     """``line`` escaped where its start would read as block markup."""
+    first = line[:1]
+    if first not in _LEADER_FIRST and not first.isdecimal():
+        return line  # neither pattern can match (\d matches a decimal digit)
     ordered = _ORDERED.match(line)
     if ordered is not None:
         return line[:ordered.end()] + "\\" + line[ordered.end():]
