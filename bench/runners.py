@@ -125,11 +125,6 @@ class RunResult:
 
 
 
-def tree_rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` and all its descendants now (0 once it is gone)."""
-    return tree_memory(pid)[0]
-
-
 def tree_memory(pid: int) -> tuple[int, int]:
     """(RSS, PSS) of ``pid`` and all its descendants now, in bytes ((0, 0) once it is
     gone). RSS counts a page in every process that maps it (the shared libraries, a

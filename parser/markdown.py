@@ -268,10 +268,7 @@ class _Walk:
             if text[-1].isspace():
                 collapsed += " "
             text = collapsed
-        md = _escape(text)
-        self.md.append(md)
-        self.plain.append(text)
-        self.size += len(md)
+        self._add(_escape(text), text)
 
     def _link(self, href: str) -> str | None:
         if href in self.urls:

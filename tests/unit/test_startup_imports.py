@@ -14,6 +14,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from common.pagework import JobRef, WorkContext
 
@@ -23,12 +24,17 @@ LATER = ("numpy", "selectolax", "resiliparse", "defusedxml", "pypdf", "parser.jo
          "parser.langid", "common.minhash")
 
 
+def _python_json(code: str) -> Any:
+    """What ``code``, run in a fresh interpreter from the repository, prints as JSON."""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    return json.loads(proc.stdout)
+
+
 def test_the_crawl_command_imports_no_parsing_library() -> None:
     code = ("import json, sys; import crawler.cli, crawler.embedded; "
             f"print(json.dumps([m for m in {list(LATER)!r} if m in sys.modules]))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)
-    assert json.loads(proc.stdout) == []
+    assert _python_json(code) == []
 
 
 def test_a_job_reference_pickles_as_its_name_and_runs_the_named_function() -> None:
@@ -63,9 +69,7 @@ def test_registered_domains_load_no_http_library() -> None:
             "assert urls.registered_domain('a.b.bbc.co.uk', private=True) == 'bbc.co.uk'; "
             "print(json.dumps([m for m in ('requests', 'urllib3', 'tldextract') "
             "if m in sys.modules]))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)
-    assert json.loads(proc.stdout) == []
+    assert _python_json(code) == []
 
 
 def test_writers_load_the_index_library_when_warmed_up_not_at_import() -> None:
@@ -78,9 +82,7 @@ def test_writers_load_the_index_library_when_warmed_up_not_at_import() -> None:
             "after_fetcher = 'surt' in sys.modules; del sys.modules['surt']; "
             "parser.jobs.warm_up(); "
             "print(json.dumps([before, after_fetcher, 'surt' in sys.modules]))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)
-    assert json.loads(proc.stdout) == [False, True, True]
+    assert _python_json(code) == [False, True, True]
 
 
 def test_judging_near_duplicates_imports_no_numpy() -> None:
@@ -93,9 +95,7 @@ def test_judging_near_duplicates_imports_no_numpy() -> None:
             "far = plausible(5, [('v', (2 ** 64 - 1) ^ 5)], 3); "
             "print(json.dumps([similarity(a, b), len(keys), near, far, "
             "'numpy' in sys.modules]))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)
-    score, keys, near, far, numpy_loaded = json.loads(proc.stdout)
+    score, keys, near, far, numpy_loaded = _python_json(code)
     assert 0.0 < score < 1.0 and keys == 4 and near == ["u", 7] and far == []
     assert numpy_loaded is False
 
@@ -123,8 +123,6 @@ def test_a_page_workers_answer_reads_back_without_the_parsing_libraries(
             f"found = pickle.loads(open({str(answer)!r}, 'rb').read())[0]; "
             f"print(json.dumps([found.links, [m for m in {list(LATER)!r} "
             "if m in sys.modules]]))")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)
-    links, loaded = json.loads(proc.stdout)
+    links, loaded = _python_json(code)
     assert links == ["http://a.test/next"]
     assert loaded == []
