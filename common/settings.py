@@ -344,6 +344,12 @@ class StoreSettings:
     row_cache: int = _f(100_000, "URL rows a cluster frontier keeps in memory for the "
                         "hosts it owns, so that writing a row needs no read of it back "
                         "(about 1 KiB each; 0: none).", minimum=0)
+    group_wait: float = _f(0.005, "Seconds a cluster store request (a page's content "
+                           "look-up or record, its near-duplicate candidates) waits for "
+                           "others of its kind to go out with it as one request (0: each "
+                           "alone). Fewer, fuller requests cost Cassandra and the driver "
+                           "less CPU per page; each page waits up to this long per step.",
+                           minimum=0.0, maximum=1.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ default 9042). Each uses a keyspace of its own, dropped afterwards.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 import statistics
@@ -641,3 +642,34 @@ async def test_content_records_need_no_paxos_and_the_earliest_wins(
         await store.record_content(h, "http://third.example/", late)
         assert await store.content_holder(h) == ("http://early.example/", early)
     assert sent.kinds.count("write") == 3 and "lwt" not in sent.kinds
+
+
+async def test_content_and_candidate_look_ups_of_several_pages_go_out_together(
+        settings: StoreSettings) -> None:
+    """Pages' look-ups made within the group wait are one request each kind, and each
+    page gets its own answer."""
+    sent = Statements()
+    grouped = dataclasses.replace(settings, group_wait=0.05)
+    hashes = ["sha256:" + f"{i:02x}" * 32 for i in range(4)]
+    pointers = [RecordPointer("crawl-00001.warc.gz", 100 * i, 50) for i in range(4)]
+    async with CassandraStateStore(grouped, on_statement=sent) as store:
+        await asyncio.gather(*(store.record_content(h, f"http://p{i}.example/", p)
+                               for i, (h, p) in enumerate(zip(hashes[:3], pointers,
+                                                              strict=False))))
+        assert sent.take() == ["batch"]  # three records, one unlogged batch
+        found = await asyncio.gather(*(store.content_holder(h) for h in hashes))
+        assert sent.take() == ["read"]
+        assert found == [(f"http://p{i}.example/", pointers[i]) for i in range(3)] + [None]
+        await store.add_simhash([1, 2], "http://a.example/", 11)
+        await store.add_simhash([2, 3], "http://b.example/", 22)
+        await store.add_simhash([2**63 + 5], "http://c.example/", 2**64 - 1)
+        sent.take()
+        answers = await asyncio.gather(store.simhash_candidates([1]),
+                                       store.simhash_candidates([3, 2]),
+                                       store.simhash_candidates([2**63 + 5]),
+                                       store.simhash_candidates([99]))
+        assert sent.take() == ["read"]
+    assert answers[0] == [("http://a.example/", 11)]
+    assert sorted(answers[1]) == [("http://a.example/", 11), ("http://b.example/", 22)]
+    assert answers[2] == [("http://c.example/", 2**64 - 1)]
+    assert answers[3] == []

@@ -35,6 +35,7 @@ from cassandra.policies import (
 from cassandra.query import BatchStatement, BatchType, tuple_factory
 
 from common.adapters.cassandra.schema import KEYSPACE_RE
+from common.adapters.grouping import Grouped
 from common.adapters.handling import DEPENDENCIES, STORE, dependency_down, describe
 from common.settings import StoreSettings
 
@@ -148,6 +149,8 @@ class CassandraSession:
         self._on_statement = on_statement
         self._kinds: dict[int, str] = {}
         self._trouble = 0.0  # monotonic time the store last failed a request for an outage
+        # requests of a kind sent together, by statement name (see small_tables)
+        self._groups: dict[str, Grouped[Any, Any]] = {}
 
     @property
     def contact_points(self) -> str:

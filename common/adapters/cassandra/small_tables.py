@@ -12,6 +12,17 @@ of their own (:meth:`SmallTables.add_simhash`), or part of the (then unlogged) b
 ``put_url_and_host`` that applies the page's result. Two fetchers that store the same
 new body within one write's time of each other both store it in full; the earlier copy
 stays the holder that later copies refer to.
+
+Group commits. The look-ups and records of several pages made within the store's
+``group_wait`` (a few milliseconds) go out as one request each
+(:mod:`common.adapters.grouping`): the holders of several hashes in one ``IN`` read,
+several records in one unlogged batch (each row its own partition, so each is still
+one mutation), several pages' near-duplicate candidates in one ``IN`` read of their
+block keys, split by page. A Cassandra node spends several times more CPU per request
+when requests come one at a time than when several come together, and the driver
+spends about as much per request whatever it carries. The frontier's result batches
+are not grouped: merged batches of several hosts cost Cassandra as much in all and
+the host waits for its write with its lock held.
 """
 
 from __future__ import annotations
@@ -19,11 +30,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from cassandra.query import BatchStatement, BatchType
 
 from common.adapters.cassandra.schema import HOSTS, ROBOTS
 from common.adapters.cassandra.session import IN_ROWS, CassandraSession, chunks
+from common.adapters.grouping import Grouped, Send
 from common.adapters.int64 import index_entries, to_signed, to_unsigned
 from common.messages import RecordPointer
 from common.ports import (
@@ -36,6 +49,9 @@ from common.ports import (
 )
 
 SKETCHES_PER_QUERY = 100  # candidate sketches read by one IN query at most
+# items of one grouped request at most: Cassandra warns of an unlogged batch over 10
+# partitions, and a page's near-duplicate look-up reads a dozen or so block keys
+GROUP_LIMIT = 10
 _CLAIM_EPOCH_US = 1 << 60  # claim timestamps count down from here (see _claim_stamp)
 
 
@@ -93,17 +109,38 @@ class SmallTables(CassandraSession):
     async def put_robots(self, row: RobotsRecord) -> None:
         await self._query("put_robots", ROBOTS.encode(row))
 
+    # --------------------------------------------------------- grouped requests
+
+    def _grouped(self, name: str) -> Grouped[Any, Any]:
+        """This store's group of requests ``name`` (made on first use: the settings'
+        ``group_wait``; :mod:`common.adapters.grouping`)."""
+        group = self._groups.get(name)
+        if group is None:
+            sends: dict[str, Send[Any, Any]] = {
+                "claim_get": self._holders, "claim_put": self._claims,
+                "simhash_get": self._candidates}
+            send = sends[name]
+            group = self._groups[name] = Grouped(send, wait=self.settings.group_wait,
+                                                 limit=GROUP_LIMIT)
+        return group
+
     # --------------------------------------------------- content fingerprints
 
     async def content_holder(self, content_hash: str
                              ) -> tuple[str, RecordPointer | None] | None:
         """The first stored copy of ``content_hash``: (url, record), or None (read at
-        the write-overlapping level)."""
-        rows = await self._rows("claim_get", (content_hash,))
-        if not rows:
-            return None
-        url, file, offset, length = rows[0]
-        return url, (None if file is None else RecordPointer(file, offset, length))
+        the write-overlapping level; grouped with other pages' look-ups)."""
+        found: tuple[str, RecordPointer | None] | None = \
+            await self._grouped("claim_get")(content_hash)
+        return found
+
+    async def _holders(self, hashes: Sequence[str]
+                       ) -> list[tuple[str, RecordPointer | None] | None]:
+        """One ``IN`` read of the holders of ``hashes``."""
+        rows = await self._all_rows("claim_get", (sorted(set(hashes)),))
+        found = {h: (url, None if file is None else RecordPointer(file, offset, length))
+                 for h, url, file, offset, length in rows}
+        return [found.get(h) for h in hashes]
 
     async def record_content(self, content_hash: str, url: str,
                              record: RecordPointer) -> None:
@@ -111,10 +148,21 @@ class SmallTables(CassandraSession):
         is recorded. No lightweight transaction: the row is written ``USING TIMESTAMP``
         a value that is larger the earlier the copy (:func:`_claim_stamp`), so
         last-write-wins keeps the first copy on every replica whatever order the
-        writes arrive in."""
+        writes arrive in. Grouped with other pages' records as one unlogged batch:
+        each row is its own partition, written as one mutation."""
         stamp = _claim_stamp(time.time_ns() // 1000)
-        await self._query("claim_put", (content_hash, url, record.file, record.offset,
-                                        record.length, stamp))
+        await self._grouped("claim_put")((content_hash, url, record.file, record.offset,
+                                          record.length, stamp))
+
+    async def _claims(self, rows: Sequence[tuple[Any, ...]]) -> list[None]:
+        if len(rows) == 1:
+            await self._query("claim_put", rows[0])
+        else:
+            batch = self._batch(logged=False)
+            for row in rows:
+                batch.add(self._ps["claim_put"], row)
+            await self._send(batch)
+        return [None] * len(rows)
 
     async def add_simhash(self, keys: Sequence[int], url: str, simhash: int,
                           sketch: bytes | None = None) -> None:
@@ -142,11 +190,23 @@ class SmallTables(CassandraSession):
         return found
 
     async def simhash_candidates(self, keys: Sequence[int]) -> list[tuple[str, int]]:
-        """(url, simhash) of every page indexed under any of ``keys``, each pair once."""
-        signed = sorted({to_signed(k) for k in keys})
+        """(url, simhash) of every page indexed under any of ``keys``, each pair once
+        (one ``IN`` read, grouped with other pages' look-ups)."""
+        signed = frozenset(to_signed(k) for k in keys)
         if not signed:
             return []
-        found: dict[tuple[str, int], None] = {}
-        for url, value in await self._all_rows("simhash_get", (signed,)):  # one statement
-            found[(url, to_unsigned(value))] = None
-        return list(found)
+        found: list[tuple[str, int]] = await self._grouped("simhash_get")(signed)
+        return found
+
+    async def _candidates(self, groups: Sequence[frozenset[int]]
+                          ) -> list[list[tuple[str, int]]]:
+        """One ``IN`` read of the union of ``groups``' block keys, split by group."""
+        rows = await self._all_rows("simhash_get", (sorted(frozenset().union(*groups)),))
+        answers: list[list[tuple[str, int]]] = []
+        for keys in groups:
+            found: dict[tuple[str, int], None] = {}
+            for key, url, value in rows:
+                if key in keys:
+                    found[(url, to_unsigned(value))] = None
+            answers.append(list(found))
+        return answers

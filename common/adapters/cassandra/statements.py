@@ -63,10 +63,10 @@ def prepare(session: Any, keyspace: str, *, read: int, write: int,
         "claim_put": (insert("content", ("content_hash", "url", "record_file",
                                          "record_offset", "record_length"))
                       + " USING TIMESTAMP ?", write),
-        "claim_get": ("SELECT url, record_file, record_offset, record_length "
-                      f"FROM {ks}.content WHERE content_hash = ?", rmw),
+        "claim_get": ("SELECT content_hash, url, record_file, record_offset, record_length "
+                      f"FROM {ks}.content WHERE content_hash IN ?", rmw),
         "simhash_put": (insert("simhash_blocks", ("block_key", "url", "simhash")), write),
-        "simhash_get": (f"SELECT url, simhash FROM {ks}.simhash_blocks "
+        "simhash_get": (f"SELECT block_key, url, simhash FROM {ks}.simhash_blocks "
                         "WHERE block_key IN ?", read),
         "sketch_put": (insert("simhash_sketches", ("url", "sketch")), write),
         "sketch_get": (f"SELECT url, sketch FROM {ks}.simhash_sketches "

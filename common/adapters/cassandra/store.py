@@ -72,7 +72,10 @@ class CassandraStateStore(UrlStateTables, SmallTables):
         cluster.register_listener(NodeWatch(cluster.metadata.all_hosts()))
 
     async def close(self) -> None:
-        """Disconnect. Calling it twice is harmless."""
+        """Disconnect (after sending the grouped requests gathered). Calling it twice
+        is harmless."""
+        for group in list(self._groups.values()):
+            await group.drain()
         repairs = list(self._repairs.values())
         self._repairs.clear()
         for task in repairs:
