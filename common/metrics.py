@@ -369,12 +369,16 @@ class BusMetrics:
         for topic in Topic:  # a dashboard shows 0 errors, not "no data"
             self.handler_errors.labels(topic.value)
             self.dead_lettered.labels(topic.value)
+        # each topic's series of the per-message counters, looked up once rather than
+        # per message (a label look-up takes a lock and checks the values)
+        self._consumed = {t.value: self.consumed.labels(t.value) for t in Topic}
+        self._published = {t.value: self.published.labels(t.value) for t in Topic}
 
     def count_consumed(self, topic: Topic, n: int = 1) -> None:
-        self.consumed.labels(_member(Topic, topic)).inc(n)
+        self._consumed[_member(Topic, topic)].inc(n)
 
     def count_published(self, topic: Topic, n: int = 1) -> None:
-        self.published.labels(_member(Topic, topic)).inc(n)
+        self._published[_member(Topic, topic)].inc(n)
 
     def count_handler_error(self, topic: Topic) -> None:
         self.handler_errors.labels(_member(Topic, topic)).inc()
@@ -411,35 +415,34 @@ class StoreMetrics:
             registry=registry)
         for operation in STORE_OPERATIONS:  # a dashboard shows 0 errors, not "no data"
             self.errors.labels(operation)
-        for kind in STATEMENT_KINDS:
-            self.statements.labels(kind)
+        # the series each call and statement updates, looked up once rather than per
+        # call (a label look-up takes a lock and checks the values)
+        self._durations = {op: self.request_duration.labels(op) for op in STORE_OPERATIONS}
+        self._statements = {kind: self.statements.labels(kind) for kind in STATEMENT_KINDS}
 
     def count_statement(self, kind: str, rows: int = 1) -> None:
         """One statement sent to the database (``rows``: the rows of a batch)."""
-        if kind not in STATEMENT_KINDS:
+        series = self._statements.get(kind)
+        if series is None:
             raise ValueError(f"unknown statement kind {kind!r}")
-        self.statements.labels(kind).inc()
+        series.inc()
         if kind == "batch":
             self.batch_rows.inc(rows)
-
-    @staticmethod
-    def _operation(operation: str) -> str:
-        if operation not in STORE_OPERATIONS:
-            raise ValueError(f"unknown store operation {operation!r}")
-        return operation
 
     @contextlib.contextmanager
     def time(self, operation: str) -> Iterator[None]:
         """Time one store call; an exception counts as an error (and propagates)."""
-        op = self._operation(operation)
+        duration = self._durations.get(operation)
+        if duration is None:
+            raise ValueError(f"unknown store operation {operation!r}")
         start = time.perf_counter()
         try:
             yield
         except BaseException:
-            self.errors.labels(op).inc()
+            self.errors.labels(operation).inc()
             raise
         finally:
-            self.request_duration.labels(op).observe(time.perf_counter() - start)
+            duration.observe(time.perf_counter() - start)
 
 
 class BlobMetrics:
