@@ -286,6 +286,14 @@ CHANGES: tuple[tuple[str, str, str], ...] = (
      "Cassandra itself; the peak PSS of a crawl's processes is reported beside their "
      "summed resident sets", "a Cassandra just started spent 12.8, 8.3 and 7.1 CPU s in "
      "its first three quick-preset crawls and 4.6 to 5.6 s once warm"),
+    ("group commits of the fetcher's store requests", "a fetcher's content look-ups, "
+     "content records and near-duplicate look-ups made within "
+     "`CRAWLER_STORE_GROUP_WAIT` (5 ms) go to Cassandra as one request of each kind: an "
+     "`IN` read, an unlogged batch of single-row partitions, an `IN` read of the block "
+     "keys split by page; store and bus metrics look their series up once",
+     "quick preset, cluster, 6 runs each alternating with the code before: statements "
+     "per page 5.75 -> 3.7, servers' CPU 11.2 -> 9.5 ms per page, pace 54.1 -> 59.6 "
+     "pages/s (medians)"),
 )
 
 
@@ -718,12 +726,14 @@ STORE_CALLS_WHY: dict[str, str] = {
     "operator's change)",
     "put_url": "frontier: a URL closed on its own (a verdict arriving apart from its "
     "result, a URL refused at dispatch)",
-    "content_holder": "fetcher: is this body stored already? (one read; a copy becomes a "
-    "revisit record that refers to the first)",
-    "record_content": "fetcher: a new body's first copy recorded (one write whose "
-    "timestamp makes the earliest copy win, no Paxos)",
-    "simhash_candidates": "near-duplicate look-up: one read of the page's SimHash block "
-    "and sketch key partitions",
+    "content_holder": "fetcher: is this body stored already? (a copy becomes a revisit "
+    "record that refers to the first; the look-ups of pages within the group wait are "
+    "one read)",
+    "record_content": "fetcher: a new body's first copy recorded (a write whose "
+    "timestamp makes the earliest copy win, no Paxos; the records of pages within the "
+    "group wait are one unlogged batch)",
+    "simhash_candidates": "near-duplicate look-up: the page's SimHash block and sketch "
+    "key partitions (the look-ups of pages within the group wait are one read)",
     "simhash_sketches": "near-duplicate verdict: the candidates' MinHash sketches (one "
     "read; only for a page with candidates within 20 SimHash bits)",
     "add_simhash": "near-duplicate index, where the page was judged apart from its "

@@ -644,6 +644,27 @@ async def test_content_records_need_no_paxos_and_the_earliest_wins(
     assert sent.kinds.count("write") == 3 and "lwt" not in sent.kinds
 
 
+async def test_the_earliest_copy_wins_within_one_grouped_batch(
+        settings: StoreSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two records of one body in the same group: each keeps its own timestamp in the
+    batch, so the earlier copy is the holder whichever comes first in the batch."""
+    import common.adapters.cassandra.small_tables as cs
+
+    sent = Statements()
+    h = "sha256:" + "99" * 32
+    now = time.time_ns()
+    early = RecordPointer("crawl-00010.warc.gz", 0, 10)
+    late = RecordPointer("crawl-00010.warc.gz", 10, 10)
+    stamps = iter([now + 5_000_000, now])  # the later copy is recorded first
+    monkeypatch.setattr(cs.time, "time_ns", lambda: next(stamps))
+    grouped = dataclasses.replace(settings, group_wait=0.05)
+    async with CassandraStateStore(grouped, on_statement=sent) as store:
+        await asyncio.gather(store.record_content(h, "http://late.example/", late),
+                             store.record_content(h, "http://early.example/", early))
+        assert sent.take() == ["batch"]
+        assert await store.content_holder(h) == ("http://early.example/", early)
+
+
 async def test_content_and_candidate_look_ups_of_several_pages_go_out_together(
         settings: StoreSettings) -> None:
     """Pages' look-ups made within the group wait are one request each kind, and each
