@@ -97,11 +97,16 @@ def shingle_hashes_of(words: Sequence[bytes]) -> npt.NDArray[np.uint64]:
         h = word[:count].copy()
         for j in range(1, min(SHINGLE, len(word))):
             h = h * poly + word[j:j + count]
-        h = np_.sort(_mix(h))
-    # distinct: the same as np.unique, which costs several times more here
-    hashes: npt.NDArray[np.uint64] = (h[np_.concatenate(([True], h[1:] != h[:-1]))]
-                                      if len(h) > 1 else h)
+        hashes: npt.NDArray[np.uint64] = _distinct(np_.sort(_mix(h)))
     return hashes
+
+
+def _distinct(ordered: Any) -> Any:
+    """The distinct values of a sorted array, in order: the same as ``np.unique`` of
+    it, which costs several times more (it sorts again)."""
+    if len(ordered) < 2:
+        return ordered
+    return ordered[_np().concatenate(([True], ordered[1:] != ordered[:-1]))]
 
 
 def sketch(text: str) -> bytes:
@@ -116,9 +121,7 @@ def sketch_of(hashes: npt.NDArray[np.uint64]) -> bytes:
     values are neighbours)."""
     np_ = _np()
     top = (hashes >> np_.uint64(64 - VALUE_BITS)).astype(np_.uint32)
-    if len(top) > 1:
-        top = top[np_.concatenate(([True], top[1:] != top[:-1]))]
-    return bytes(top[:SKETCH_SIZE].astype(">u4").tobytes())
+    return bytes(_distinct(top)[:SKETCH_SIZE].astype(">u4").tobytes())
 
 
 def values(sketch_bytes: bytes) -> tuple[int, ...]:

@@ -32,8 +32,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from cassandra.query import BatchStatement, BatchType
-
 from common.adapters.cassandra.schema import HOSTS, ROBOTS
 from common.adapters.cassandra.session import IN_ROWS, CassandraSession, chunks
 from common.adapters.grouping import Grouped, Send
@@ -170,7 +168,7 @@ class SmallTables(CassandraSession):
         harmless."""
         if not keys:
             return
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._write)
+        batch = self._batch(logged=False)
         for entry in index_entries(keys, url, simhash):
             batch.add(self._ps["simhash_put"], entry)
         if sketch:
