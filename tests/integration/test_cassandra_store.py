@@ -214,6 +214,77 @@ async def test_unreachable_cassandra_is_named_within_the_wait() -> None:
         await store.count_urls()
 
 
+class _FreezingProxy:
+    """A TCP relay on 127.0.0.1 to the test's Cassandra that can stop passing bytes
+    (both ways) while keeping the connections open: a node that takes requests and
+    never answers them."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.server: asyncio.Server | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> int:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def _relay(self, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        for source, sink in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.create_task(self._pump(source, sink))
+            self.tasks.add(task)
+
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while data := await source.read(65536):
+                await self.flowing.wait()
+                sink.write(data)
+                await sink.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            sink.close()
+
+
+async def test_a_request_without_an_answer_fails_after_the_request_timeout(
+        settings: StoreSettings) -> None:
+    """A request the node takes and never answers fails after ``request_timeout`` with
+    the driver's timeout error (the caller's outage handling waits and tries again),
+    the store is reported down, and once the node answers again the next request
+    succeeds and the store is reported up."""
+    from cassandra import OperationTimedOut
+
+    from common.adapters.handling import DEPENDENCIES, STORE
+
+    proxy = _FreezingProxy(_port())
+    async with proxy as port:
+        store = CassandraStateStore(dataclasses.replace(settings, cassandra_port=port),
+                                    request_timeout=1.5)
+        async with store:
+            [added] = await store.add_urls([row("t.example", "/")])
+            proxy.flowing.clear()
+            started = time.monotonic()
+            with pytest.raises(OperationTimedOut):
+                await store.get_url("t.example", "http://t.example/")
+            waited = time.monotonic() - started
+            assert 1.4 <= waited < 10, waited
+            assert DEPENDENCIES.is_down(STORE)
+            proxy.flowing.set()
+            assert await store.get_url("t.example", "http://t.example/") == added
+            assert not DEPENDENCIES.is_down(STORE)
+
+
 def test_bad_settings_name_the_variable() -> None:
     with pytest.raises(ValueError, match="CRAWLER_STORE_KEYSPACE"):
         CassandraStateStore(StoreSettings(keyspace="crawl-2024"))
