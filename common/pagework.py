@@ -15,8 +15,10 @@ the worker it runs in.
   sockets is copied). Each worker has a blob store of its own in the same folder,
   under the writer id ``<writer>-p<pid>``, so records of different processes never
   share a file; side-file lines (the CDXJ index) are appended with one ``write`` each,
-  so processes can share those. Embedded mode uses it so a crawl on one machine uses
-  a second core: the Python interpreter runs one thread at a time.
+  so processes can share those. Embedded mode parses pages this way, so a crawl on one
+  machine uses a second core: the Python interpreter runs one thread at a time. (It
+  writes WARC records on threads: compression, digests and file writes run outside
+  the interpreter's lock, and a writer process cost 40 MiB for no gain in pace.)
 
 Parent and worker talk over a socket pair the event loop reads and writes itself, with
 no helper threads: a frame is a 4-byte big-endian length and a pickle. The parent
@@ -42,9 +44,9 @@ it was writing may end torn, like after a crash; readers skip it).
 
 Lanes: ``ProcessPageWork(..., lanes=("write", "parse"))`` runs a pool of workers per
 lane and :meth:`ProcessPageWork.lane` hands a stage the view of one lane, so jobs of
-one lane never wait behind another's: embedded mode writes WARC records in one lane
-and parses in the other, and a slow parse delays no other page's records. A parse job
-then reads its page back from the file the writer appended it to.
+one lane never wait behind another's (a slow parse would delay no other page's
+records if writes had a lane of their own). A parse job whose page another process
+wrote reads it back from the file the writer appended it to.
 
 Threads cannot be killed: :class:`ThreadPageWork` has no time limit and one pool for
 every job. There the input bounds of the parser (:mod:`parser.html`) are what keeps a

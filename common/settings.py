@@ -102,12 +102,13 @@ class CrawlSettings:
     dedup_concurrency: int = _f(64, "Pages a cluster dedup service handles at once (each "
                                 "waits for a store look-up and for the broker to take its "
                                 "messages).", minimum=1, maximum=10_000)
-    page_processes: int = _f(1, "Embedded mode: worker processes that write WARC records, "
-                             "and as many again that parse pages, beside the main "
-                             "process, so a crawl uses more than one core and a slow "
-                             "parse never delays WARC writing (0: worker threads of the "
-                             "main process). Services in cluster mode use threads; run "
-                             "more of them to use more cores.", minimum=0, maximum=64)
+    page_processes: int = _f(1, "Embedded mode: worker processes that parse pages beside "
+                             "the main process, so a crawl uses more than one core; WARC "
+                             "records are written on threads of the main process (their "
+                             "compression and digests run outside the interpreter's "
+                             "lock), so a slow parse never delays them (0: parsing on "
+                             "those threads too). Services in cluster mode use threads; "
+                             "run more of them to use more cores.", minimum=0, maximum=64)
     parse_processes: int = _f(4, "Embedded mode with page processes: the most worker "
                               "processes that parse pages. The crawl starts with "
                               "page_processes of them; another starts while pages wait "
@@ -121,7 +122,7 @@ class CrawlSettings:
                               "below the machine's cores, set this to page_processes.",
                               minimum=0, maximum=64)
     page_job_timeout: float = _f(30.0, "Embedded mode with page processes: a page job "
-                                 "(writing a page's records, parsing it) running longer "
+                                 "(parsing a page, reading a sitemap or a PDF) running longer "
                                  "than this many seconds is abandoned, its worker process "
                                  "killed and replaced, and the page recorded as a parse "
                                  "timeout (0: no limit). Threads cannot be stopped: there "

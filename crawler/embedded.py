@@ -149,24 +149,25 @@ class EmbeddedCrawler:
                                        self.metrics.store)
         self.blobs = make_blobs(settings, writer_id, metrics=self.metrics)
         self.archive = ArchiveWriter(self.blobs, software=settings.crawl.user_agent)
-        # WARC writing and parsing: in worker processes, a lane of workers for each (so
-        # a slow parse never delays another page's records; a parse reads its page back
-        # from the file, so the writers keep no responses), or on threads of this one
+        # Parsing in worker processes (a lane of its own, which grows while pages wait
+        # for a parse), WARC writing on threads of this process: compression, digests
+        # and file writes run outside the interpreter's lock, so a writer process (40
+        # MiB) bought no pace; a parse reads its page back from the file it went to.
+        # With page_processes 0, both on threads of this process.
         self.work: PageWork
+        self.write_work: PageWork
         if settings.crawl.page_processes:
             self.work = ProcessPageWork(settings, processes=settings.crawl.page_processes,
                                         root=str(blob_root(settings)), writer=writer_id,
                                         cdx_name=self.archive.cdx_name,
-                                        lanes=("write", "parse"), keep_recent=0,
-                                        # the language model only where pages are
-                                        # parsed (about 90 MB and 0.4 s per process)
-                                        preload={"write": ("fetcher.archiving",),
-                                                 "parse": ("parser.jobs",)},
+                                        lanes=("parse",), keep_recent=0,
+                                        preload={"parse": ("parser.jobs",)},
                                         lane_processes={
                                             "parse": settings.crawl.parse_processes})
+            self.write_work = ThreadPageWork(WorkContext(settings, self.blobs, self.archive))
         else:
-            self.work = ThreadPageWork(WorkContext(settings, self.blobs, self.archive,
-                                                   keep_recent=KEEP_RECENT))
+            self.work = self.write_work = ThreadPageWork(
+                WorkContext(settings, self.blobs, self.archive, keep_recent=KEEP_RECENT))
         self.bus = MemoryBus(settings.bus, partitions=1, metrics=self.metrics.bus)
         # one clock for every stage (common.clock): the wall clock unless a test moves it
         self.clock = wall_clock(settings)
@@ -178,7 +179,7 @@ class EmbeddedCrawler:
                                  clock=self.clock, resolve=self.http.resolver.resolve)
         self.fetcher = FetcherStage(settings, self.bus, self.store, self.blobs, self.archive,
                                     self.http, self.robots, metrics=self.metrics,
-                                    work=self.work.lane("write"), clock=self.clock)
+                                    work=self.write_work, clock=self.clock)
         # pages the render rules choose are loaded in headless Chromium, whose every
         # request goes through this crawler's SSRF guard, robots.txt and host gate
         self.renderer: ChromiumRenderer | None = None

@@ -1,7 +1,7 @@
 """The fetcher's page job: writing one exchange's WARC records in a page worker.
 
 It lives apart from :mod:`fetcher.service` so that a worker process that only writes
-records (embedded mode's write lane) imports the archive and not the HTTP client,
+records (a page work lane of its own) imports the archive and not the HTTP client,
 the DNS resolver and the rest of the stage: a job crosses to a worker by its module's
 name, and the worker imports that module.
 """
