@@ -49,6 +49,7 @@ from common.ports import Delivery
 from common.runtime import blob_root, make_blobs, make_store, state_path
 from common.settings import Settings
 from dedup.service import DedupStage
+from fetcher.archiving import warm_up as warm_up_archive
 from fetcher.dns import Answer, CheckedResolver, DnsError, Resolver
 from fetcher.http import HttpFetcher
 from fetcher.robots_cache import RobotsCache
@@ -253,6 +254,10 @@ class EmbeddedCrawler:
         # the workers set themselves up (imports, the language model) while the crawl
         # fetches its first robots.txt: pages wait in their queues meanwhile
         await self.work.start(wait=False)
+        # WARC records are written here: the SURT library their index lines need (0.3 s
+        # of imports) loads on a thread now, not within the first page's record
+        self._tasks.append(asyncio.create_task(asyncio.to_thread(warm_up_archive),
+                                               name="archive-warm-up"))
         fs = self.settings.fetcher
         consumers: list[tuple[str, Sequence[Topic], Callable[[Delivery], object], int]] = [
             ("frontier", (Topic.DISCOVERED, Topic.FETCHED, Topic.STATUS),
