@@ -154,9 +154,12 @@ class EmbeddedCrawler:
         # for a parse), WARC writing on threads of this process: compression, digests
         # and file writes run outside the interpreter's lock, so a writer process (40
         # MiB) bought no pace; a parse reads its page back from the file it went to.
-        # With page_processes 0, both on threads of this process.
-        self.work: PageWork
-        self.write_work: PageWork
+        # With page_processes 0, both on these threads (a parse then finds the page just
+        # written among the responses they keep).
+        self.write_work: PageWork = ThreadPageWork(WorkContext(
+            settings, self.blobs, self.archive,
+            keep_recent=0 if settings.crawl.page_processes else KEEP_RECENT))
+        self.work: PageWork = self.write_work
         if settings.crawl.page_processes:
             self.work = ProcessPageWork(settings, processes=settings.crawl.page_processes,
                                         root=str(blob_root(settings)), writer=writer_id,
@@ -165,10 +168,6 @@ class EmbeddedCrawler:
                                         preload={"parse": ("parser.jobs",)},
                                         lane_processes={
                                             "parse": settings.crawl.parse_processes})
-            self.write_work = ThreadPageWork(WorkContext(settings, self.blobs, self.archive))
-        else:
-            self.work = self.write_work = ThreadPageWork(
-                WorkContext(settings, self.blobs, self.archive, keep_recent=KEEP_RECENT))
         self.bus = MemoryBus(settings.bus, partitions=1, metrics=self.metrics.bus)
         # one clock for every stage (common.clock): the wall clock unless a test moves it
         self.clock = wall_clock(settings)

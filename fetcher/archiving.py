@@ -1,9 +1,10 @@
 """The fetcher's page job: writing one exchange's WARC records in a page worker.
 
-It lives apart from :mod:`fetcher.service` so that a worker process that only writes
-records (a page work lane of its own) imports the archive and not the HTTP client,
-the DNS resolver and the rest of the stage: a job crosses to a worker by its module's
-name, and the worker imports that module.
+It lives apart from :mod:`fetcher.service` so that whatever runs the job imports the
+archive and not the HTTP client, the DNS resolver and the rest of the stage: a job
+crosses to a worker process by its module's name, and the worker imports that module.
+Embedded mode's main process and the cluster fetcher write records on threads and call
+:func:`warm_up` before their first one.
 """
 
 from __future__ import annotations
