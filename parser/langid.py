@@ -23,7 +23,8 @@ a text costs about 0.3 ms of CPU (py3langid: 0.7-0.85 ms).
 the automaton described above (every transition and output); a model for which that
 does not hold is refused, and :func:`load_identifier` then falls back to py3langid's
 own identifier. The derived model (n-gram keys, the probability table with its rows in
-key order, class priors and labels, the hash tables: 59 MB) is kept in a cache folder
+key order, float16 as in the model file, class priors and labels, the hash tables:
+30 MB) is kept in a cache folder
 (``$XDG_CACHE_HOME/polite-crawler/langid``, else ``~/.cache/...``), keyed by
 py3langid's version and a hash of its model file, so a process reads it with ``mmap``
 in about 0.05 s: processes on one machine share its pages, and only the rows texts
@@ -71,12 +72,15 @@ LENGTH_SHIFT = 56
 #: Longest n-gram a key holds (7 bytes fill the 56 bits under the length).
 MAX_NGRAM = 7
 #: Format of the cached files; a new format gets a new folder.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 #: States handled at once while deriving (bounds its temporary arrays to a few MB).
 _CHUNK = 4096
 #: Seeds tried for the hash table's multipliers before giving up.
 _SEEDS = 64
 _MASK64 = (1 << 64) - 1
+#: Added to a negative normal float16's bits shifted left by 13 to give its float32
+#: bits: the exponent's bias (127 - 15) << 23, plus the sign bit moved from bit 28 to 31.
+_HALF_TO_SINGLE = np.uint32(((127 - 15) << 23) - (1 << 28) + (1 << 31))
 
 
 class ModelLayoutError(ValueError):
@@ -94,9 +98,14 @@ class CompactModel:
     Rows are the model's n-grams sorted by key: the n-gram's length shifted by
     :data:`LENGTH_SHIFT`, or-ed with its bytes read as a big-endian number; so a
     longer n-gram always has a higher row. ``ptc`` holds one row of per-class
-    log-probabilities per n-gram (float32: the float16 of the model file, converted
-    exactly), ``pc`` the class priors, ``classes`` each column's label (a label may
-    appear more than once, as py3langid's script aliases do).
+    log-probabilities per n-gram, float16 as in the model file (float32 only for a
+    table float16 cannot hold exactly); :meth:`rows` widens the rows a text touches
+    to float32 before scoring, exactly, so the half-width table changes no score and
+    halves the pages texts make resident. ``negative_normal`` records (from the
+    derivation, which reads every value) that every float16 value is a negative
+    normal number, which :meth:`rows` widens with two integer operations instead of
+    numpy's slower float16 cast. ``pc`` the class priors, ``classes`` each column's
+    label (a label may appear more than once, as py3langid's script aliases do).
 
     The n-grams are found through ``pairs``, a direct table of every 2-byte value
     (row + 1 of that 2-gram, 0: none), and ``table``, a two-choice (cuckoo) hash
@@ -107,7 +116,7 @@ class CompactModel:
     no n-gram contains (it stands before the text, so no window reaching past its
     start matches)."""
 
-    ptc: NDArray[np.float32]
+    ptc: NDArray[np.float16] | NDArray[np.float32]
     pc: NDArray[np.float32]
     classes: tuple[str, ...]
     pairs: NDArray[np.uint32]
@@ -115,10 +124,24 @@ class CompactModel:
     multipliers: NDArray[np.uint64]
     lengths: tuple[int, ...]
     pad: int
+    negative_normal: bool = False
 
     @property
     def bits(self) -> int:
         return int(self.table.shape[1]).bit_length() - 1
+
+    def rows(self, idx: NDArray[np.intp]) -> NDArray[np.float32]:
+        """Rows ``idx`` of the table as float32 (exactly the float16 values)."""
+        if self.ptc.dtype == np.float32:
+            return self.ptc[idx].astype(np.float32, copy=False)
+        if not self.negative_normal:
+            return self.ptc[idx].astype(np.float32)
+        # a negative normal float16 s|e|m (1, 5, 10 bits) is the float32 1|e+112|m<<13:
+        # shifted left 13, the sign lands on bit 28, so one constant fixes both fields
+        bits = self.ptc.view(np.uint16)[idx].astype(np.uint32)
+        bits <<= 13
+        bits += _HALF_TO_SINGLE
+        return bits.view(np.float32)
 
     def check(self) -> None:
         """Raise :class:`ModelLayoutError` unless the arrays fit together."""
@@ -231,7 +254,7 @@ class FastIdentifier:
         if rows.size:
             idx, counts = first_occurrences(rows)
             scores: NDArray[np.float32] = (np.log1p(counts.astype(np.float32))
-                                           @ self.model.ptc[idx] + self.model.pc)
+                                           @ self.model.rows(idx) + self.model.pc)
         else:  # no n-gram at all: every class alike
             scores = np.zeros(len(self.classes), dtype=np.float32)
         scores *= 1.0 / math.sqrt(len(data) or 1)
@@ -274,12 +297,36 @@ def compact(keys: NDArray[np.uint64], ptc: NDArray[Any], pc: NDArray[Any],
     hashed = np.flatnonzero(lengths != 2)
     table, multipliers = _hash_table(keys[hashed].tolist(), (hashed + 1).tolist(),
                                      len(keys))
-    return CompactModel(ptc=np.ascontiguousarray(ptc, dtype=np.float32),
+    probabilities = _narrowest(ptc)
+    return CompactModel(ptc=probabilities, negative_normal=_negative_normal(probabilities),
                         pc=np.asarray(pc, dtype=np.float32),
                         classes=tuple(str(label) for label in classes), pairs=pairs,
                         table=table, multipliers=multipliers,
                         lengths=tuple(sorted({int(n) for n in lengths[hashed]})),
                         pad=int(unused[-1]))
+
+
+def _narrowest(ptc: NDArray[Any]) -> NDArray[np.float16] | NDArray[np.float32]:
+    """``ptc`` as float16 when every value is one exactly (py3langid's model file is
+    float16), else as float32."""
+    table = np.asarray(ptc)
+    if table.dtype == np.float16:
+        return np.ascontiguousarray(table)
+    wide = np.ascontiguousarray(table, dtype=np.float32)
+    narrow = wide.astype(np.float16)
+    if np.array_equal(narrow.astype(np.float32), wide):
+        return narrow
+    return wide
+
+
+def _negative_normal(table: NDArray[Any]) -> bool:
+    """Whether every value of a float16 ``table`` is a negative normal number."""
+    if table.dtype != np.float16:
+        return False
+    bits = table.view(np.uint16)
+    exponent = bits & np.uint16(0x7C00)
+    return bool(np.all(bits & np.uint16(0x8000)) and np.all(exponent != 0)
+                and np.all(exponent != 0x7C00))
 
 
 def _hash_table(keys: list[int], values: list[int], rows: int
@@ -464,15 +511,18 @@ def _derive_from_file(model_file: Path) -> CompactModel:
 
 def _read(folder: Path) -> CompactModel:
     """The cached model in ``folder``, its tables mapped from the files."""
-    def array(name: str, dtype: type[np.generic]) -> NDArray[Any]:
+    def array(name: str, *dtypes: type[np.generic]) -> NDArray[Any]:
         found = np.asarray(np.load(folder / f"{name}.npy", mmap_mode="r",
                                    allow_pickle=False))
-        if found.dtype != dtype:
-            raise ModelLayoutError(f"{folder / name}.npy: {found.dtype}, not {dtype}")
+        if found.dtype not in dtypes:
+            raise ModelLayoutError(f"{folder / name}.npy: {found.dtype}, not "
+                                   + " or ".join(np.dtype(d).name for d in dtypes))
         return found
 
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    model = CompactModel(ptc=array("ptc", np.float32), pc=np.array(array("pc", np.float32)),
+    model = CompactModel(ptc=array("ptc", np.float16, np.float32),
+                         negative_normal=meta.get("negative_normal") is True,
+                         pc=np.array(array("pc", np.float32)),
                          classes=tuple(str(label) for label in meta["classes"]),
                          pairs=array("pairs", np.uint32), table=array("table", np.uint64),
                          multipliers=np.array(array("multipliers", np.uint64)),
@@ -489,7 +539,7 @@ def _write(model: CompactModel, folder: Path) -> None:
         for name in ("ptc", "pc", "pairs", "table", "multipliers"):
             np.save(temporary / f"{name}.npy", getattr(model, name))
         meta = {"classes": list(model.classes), "lengths": list(model.lengths),
-                "pad": model.pad}
+                "pad": model.pad, "negative_normal": model.negative_normal}
         (temporary / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         temporary.chmod(0o755)  # readable by whoever shares the cache folder
         os.replace(temporary, folder)

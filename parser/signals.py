@@ -13,9 +13,10 @@ about 0.3 ms of CPU per page (py3langid 0.4 itself: about 0.7-0.85 ms; on 2,000
 characters; lingua-language-detector 2.1 in its low-accuracy mode, about 13 ms on 5,000;
 py3langid and lingua agreed on 180 of 181 pages). The model loads once per process, on
 first use, in about 0.05 s from a cache folder (``$XDG_CACHE_HOME/polite-crawler/langid``,
-else ``~/.cache/...``) and holds about 6 MB of its own; its 59 MB table is mapped from
-the cache file and shared by every process of the machine (all of it resident once texts
-in many languages have been seen). The first process on a machine derives the cache
+else ``~/.cache/...``) and holds about 6 MB of its own; its 30 MB of tables (the
+probabilities float16, as in py3langid's model file) are mapped from the cache files
+and shared by every process of the machine (all of it resident once texts in many
+languages have been seen). The first process on a machine derives the cache
 from py3langid's model: about 1.2 s of CPU and 220 MB at the peak, once (where the
 folder cannot be written, at every start).
 """

@@ -9,6 +9,7 @@ import mmap
 from array import array
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -132,11 +133,12 @@ def test_cache_is_read_back_and_mapped(cache: Path) -> None:
     (folder,) = [path for path in cache.iterdir() if path.is_dir()]
     assert folder.name.startswith(f"v{langid.CACHE_FORMAT}-py3langid-")
     model = langid.load_compact(cache)
-    base = model.ptc
+    base: Any = model.ptc
     while getattr(base, "base", None) is not None:
         base = base.base
     assert isinstance(base, mmap.mmap)  # a view of the mapped file, not a copy
-    assert model.ptc.dtype == np.float32 and model.ptc.shape[1] == len(model.classes)
+    # float16 as in the model file: half the pages of a float32 copy
+    assert model.ptc.dtype == np.float16 and model.ptc.shape[1] == len(model.classes)
 
 
 def test_a_damaged_cache_is_derived_again(cache: Path, tmp_path: Path,
@@ -251,3 +253,61 @@ def test_derive_refuses_an_automaton_it_cannot_reproduce() -> None:
     wrong_output[state_abc] = GRAMS.index(b"bc")  # a shorter suffix, not the longest
     with pytest.raises(langid.ModelLayoutError):
         langid.derive(ptc, pc, classes, moves, rows, wrong_output)
+
+
+# -- the half-width table --------------------------------------------------------------
+
+
+def _tiny_model(ptc: np.ndarray) -> langid.CompactModel:
+    _, pc, classes = _tiny()
+    moves, rows, output = _automaton(GRAMS)
+    return langid.derive(ptc, pc, classes, moves, rows, output)
+
+
+def test_the_real_table_stays_half_width_and_widens_exactly(cache: Path) -> None:
+    model = langid.load_compact(cache)
+    assert model.ptc.dtype == np.float16 and model.negative_normal
+    idx = np.random.default_rng(3).choice(model.ptc.shape[0], 500, replace=False)
+    assert np.array_equal(model.rows(idx), model.ptc[idx].astype(np.float32))
+
+
+@pytest.mark.parametrize("value", [-6.104e-05, -65504.0, -1.0, -0.5, -14.984375, -2.0009765])
+def test_negative_normal_values_widen_exactly(value: float) -> None:
+    table = np.full((len(GRAMS), 4), value, dtype=np.float16)
+    table[0, 0] = np.float16(-3.0)
+    model = _tiny_model(table)
+    assert model.negative_normal
+    every = np.arange(len(GRAMS), dtype=np.intp)
+    widened = model.rows(every)  # rows in key order: the same values, sorted rows
+    assert widened.dtype == np.float32
+    assert np.array_equal(widened, model.ptc.astype(np.float32))
+    assert np.float32(np.float16(value)) in widened
+
+
+@pytest.mark.parametrize("value", [0.0, -0.0, 0.5, -1e-6, float("-inf"), float("nan")])
+def test_other_values_take_numpys_cast(value: float) -> None:
+    table = np.full((len(GRAMS), 4), -3.0, dtype=np.float16)
+    table[5, 2] = np.float16(value)  # zero, positive, subnormal, infinite or not a number
+    model = _tiny_model(table)
+    assert not model.negative_normal
+    every = np.arange(len(GRAMS), dtype=np.intp)
+    widened = model.rows(every)
+    assert np.array_equal(widened, model.ptc.astype(np.float32), equal_nan=True)
+    assert np.array_equal(np.sort(widened.ravel()), np.sort(table.astype(np.float32).ravel()),
+                          equal_nan=True)
+
+
+def test_a_table_float16_cannot_hold_stays_float32() -> None:
+    ptc, pc, classes = _tiny()
+    wide = ptc.astype(np.float32)
+    wide[3, 1] = np.float32(-3.0001)  # between two float16 values
+    model = _tiny_model(wide)
+    assert model.ptc.dtype == np.float32 and not model.negative_normal
+    moves, rows, output = _automaton(GRAMS)
+    walker = LanguageIdentifier(wide, pc, classes, moves, output, norm_probs=True,
+                                tk_row=rows)
+    fast = langid.FastIdentifier(model)
+    for text in ("abcdab da", "bcd xyz zz", "a\u00e9 abc"):
+        assert np.array_equal(fast.scores(text), walker._decide(text))
+    exact = _tiny_model(ptc.astype(np.float32))  # float32 holding float16 values only
+    assert exact.ptc.dtype == np.float16 and np.array_equal(exact.ptc, _tiny_model(ptc).ptc)
