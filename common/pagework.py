@@ -48,6 +48,15 @@ one lane never wait behind another's (a slow parse would delay no other page's
 records if writes had a lane of their own). A parse job whose page another process
 wrote reads it back from the file the writer appended it to.
 
+Memory: a worker hands the memory a large page's parse freed back to the system. A
+parse of a 2.5 MB page (a documentation site's table of contents, say) takes about
+110 MiB of heap; the allocator keeps it once freed, as free space between live blocks
+it cannot give back by shrinking its heap, so the worker would stay that large for the
+rest of the crawl and each worker the lane adds would too. After a job that left the
+worker's anonymous memory :data:`TRIM_GROWTH` above where it stood, the worker asks
+the C library to release its free pages (glibc's ``malloc_trim``: about 4 ms after such
+a page, against the second its parse took); elsewhere it does nothing.
+
 Threads cannot be killed: :class:`ThreadPageWork` has no time limit and one pool for
 every job. There the input bounds of the parser (:mod:`parser.html`) are what keeps a
 page's cost bounded; note that resiliparse holds the GIL while it parses (lexbor does
@@ -58,6 +67,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import importlib
 import itertools
 import logging
@@ -260,6 +271,61 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
     return bytes(buf)
 
 
+#: A worker whose anonymous memory grew this much since the last look (its start, or
+#: the last trim) asks the C library to give its free pages back after the job.
+TRIM_GROWTH = 32 << 20
+
+
+def trim_due(anonymous: int, baseline: int, growth: int = TRIM_GROWTH) -> bool:
+    """Pure: whether a worker with ``anonymous`` bytes of anonymous memory, against
+    ``baseline`` at its start or last trim, should trim its heap now."""
+    return anonymous - baseline >= growth
+
+
+def anonymous_memory() -> int | None:
+    """This process's resident memory not backed by files (bytes), from
+    ``/proc/self/statm``; None where there is no such file."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            fields = f.read().split()
+        return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class HeapTrimmer:
+    """Gives freed heap pages back after a job that grew the process (see the module
+    docstring); a no-op where the C library has no ``malloc_trim`` or there is no
+    ``/proc``."""
+
+    __slots__ = ("_trim", "baseline", "trims")
+
+    def __init__(self) -> None:
+        self._trim: Callable[[int], int] | None = None
+        name = ctypes.util.find_library("c")
+        try:
+            library = ctypes.CDLL(name) if name else None
+            trim = getattr(library, "malloc_trim", None)
+        except OSError:
+            trim = None
+        if trim is not None:
+            trim.argtypes = [ctypes.c_size_t]
+            trim.restype = ctypes.c_int
+            self._trim = trim
+        self.baseline = anonymous_memory() or 0
+        self.trims = 0
+
+    def after_job(self) -> None:
+        if self._trim is None:
+            return
+        now = anonymous_memory()
+        if now is None or not trim_due(now, self.baseline):
+            return
+        self._trim(0)
+        self.trims += 1
+        self.baseline = anonymous_memory() or now
+
+
 def worker_main(fd: int) -> int:
     """A worker process: set up from the first frame, then run jobs until the end."""
     from common.runtime import make_blobs
@@ -285,6 +351,7 @@ def worker_main(fd: int) -> int:
     blobs = make_blobs(settings, f"{writer}-p{os.getpid()}", root=root)
     archive = ArchiveWriter(blobs, software=settings.crawl.user_agent, cdx_name=cdx_name)
     context = WorkContext(settings, blobs, archive, keep_recent=keep_recent)
+    trimmer = HeapTrimmer()  # its baseline: the worker set up, its model loaded
     sock.sendall(_frame((None, True, os.getpid())))  # ready: job time limits start now
     try:
         while (request := receive()) is not None:
@@ -297,6 +364,8 @@ def worker_main(fd: int) -> int:
                 except Exception:
                     answer = _frame((rid, False, PageWorkError(f"{type(exc).__name__}: {exc}")))
             sock.sendall(answer)
+            del request, answer, args, kwargs  # the job's input and output are garbage now
+            trimmer.after_job()  # after the answer, so no result waits for it
     finally:
         blobs.close()  # fsync: every record written is on disk before the worker ends
         sock.close()

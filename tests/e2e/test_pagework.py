@@ -268,6 +268,18 @@ def test_spare_cores_are_the_idle_share_of_the_ticks_between_samples() -> None:
         assert sample is not None and 0 <= sample[0] <= sample[1]
 
 
+def test_a_heap_is_trimmed_once_it_grew_by_the_threshold() -> None:
+    mib = 1 << 20
+    assert not pagework.trim_due(60 * mib, 60 * mib)
+    assert not pagework.trim_due(60 * mib + pagework.TRIM_GROWTH - 1, 60 * mib)
+    assert pagework.trim_due(60 * mib + pagework.TRIM_GROWTH, 60 * mib)
+    assert not pagework.trim_due(40 * mib, 60 * mib)  # smaller than at the last look
+    assert pagework.trim_due(10 * mib, 2 * mib, growth=8 * mib)
+    if Path("/proc/self/statm").exists():
+        anonymous = pagework.anonymous_memory()
+        assert anonymous is not None and anonymous > 0
+
+
 async def test_a_lane_grows_while_its_jobs_wait(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pagework, "GROW_AFTER", 3)
@@ -346,3 +358,44 @@ async def test_a_worker_warms_up_the_preloaded_modules_before_its_first_job(
         assert await lanes.lane("write").run(_model_loaded) is False
     finally:
         await lanes.close()
+
+
+_KEPT: list[bytes] = []  # a block allocated after the garbage, so the heap cannot shrink
+
+
+def _fragment_heap(ctx: WorkContext, blocks: int) -> int | None:
+    """Allocate ``blocks`` blocks of 4 KiB from the C heap (over pymalloc's limit), keep
+    one allocated after them and free the rest: the freed space lies below a live
+    block, where the allocator cannot give it back by shrinking its heap."""
+    garbage = [bytes(4096) for _ in range(blocks)]
+    _KEPT.append(bytes(4096))
+    grown = pagework.anonymous_memory()
+    del garbage
+    return grown
+
+
+def _anonymous(ctx: WorkContext) -> int | None:
+    return pagework.anonymous_memory()
+
+
+@pytest.mark.skipif(pagework.anonymous_memory() is None or pagework.HeapTrimmer()._trim is None,
+                    reason="needs /proc and glibc's malloc_trim")
+async def test_a_worker_gives_back_the_memory_a_large_job_freed(tmp_path: Path) -> None:
+    work = _work(tmp_path)
+    await work.start()
+    try:
+        before = await work.run(_anonymous)
+        grown = await work.run(_fragment_heap, 25_000)  # about 100 MiB
+        after = await work.run(_anonymous)
+        small = await work.run(_fragment_heap, 1_000)  # 4 MiB: below the trim's growth
+        later = await work.run(_anonymous)
+    finally:
+        await work.close()
+    assert before is not None and grown is not None and after is not None
+    assert small is not None and later is not None
+    assert grown - before > 90 << 20
+    # trimmed after the job: back near where the worker stood
+    assert after - before < 16 << 20, (before >> 20, grown >> 20, after >> 20)
+    # a job that grew the heap less than TRIM_GROWTH is left alone (its freed blocks
+    # stay with the allocator, for the next job to reuse)
+    assert later >= small - (1 << 20)
