@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 # every write of one host's rows is a single-partition batch
 SCHEMA_VERSION = 2
 SCHEMA_CLAIM_TRIES = 5  # tries of the schema version's lightweight transaction at start
+# how long a table seen without its key columns is re-read before it is called a table
+# of another layout (a refresh can read it half-created, see _columns)
+PARTIAL_TABLE_WAIT = 5.0
 
 # lower case only: Cassandra folds unquoted names to lower case, so a keyspace created
 # as krunA is krunA's lower-case twin, and looking it up as krunA finds nothing
@@ -141,7 +144,7 @@ def migrate(cluster: Any, session: Any, keyspace: str, *, replication_factor: in
         session.execute(table.ddl(ks), timeout=timeout)
     cluster.refresh_keyspace_metadata(ks)
     for table in TABLES:
-        have = _columns(cluster, ks, table.name)
+        have = _columns(cluster, ks, table)
         for name, cql_type in table.columns.items():
             if name not in have:
                 if name in table.key_columns:
@@ -213,18 +216,33 @@ def _claim_schema_version(session: Any, keyspace: str, write_level: int,
     raise AssertionError("unreachable")
 
 
-def _columns(cluster: Any, keyspace: str, table: str) -> dict[str, str]:
+def _columns(cluster: Any, keyspace: str, table: Table) -> dict[str, str]:
     """The table's columns and types, once the driver's schema metadata shows it.
 
-    A table another process created a moment ago can take a refresh or two to appear.
+    A table another process created a moment ago can take a refresh or two to appear,
+    and a refresh that ran while it was being created can hold the table without all
+    of its columns (the driver reads the tables and the columns of the schema in
+    separate queries). So a table is re-read until its key columns are there, for a
+    few seconds, before the caller may call it a table of another layout.
     """
     deadline = time.monotonic() + 30.0
+    partial_deadline: float | None = None
     while True:
         found_keyspace = cluster.metadata.keyspaces.get(keyspace)
-        found = found_keyspace.tables.get(table) if found_keyspace is not None else None
+        found = found_keyspace.tables.get(table.name) if found_keyspace is not None else None
         if found is not None:
-            return {name: col.cql_type for name, col in found.columns.items()}
+            have = {name: col.cql_type for name, col in found.columns.items()}
+            if table.key_columns <= have.keys():
+                return have
+            now = time.monotonic()
+            if partial_deadline is None:
+                partial_deadline = now + PARTIAL_TABLE_WAIT
+            elif now > partial_deadline:
+                return have
+            time.sleep(0.2)
+            cluster.refresh_table_metadata(keyspace, table.name)
+            continue
         if time.monotonic() > deadline:
-            raise SchemaError(f"{keyspace}.{table}: not visible after it was created")
+            raise SchemaError(f"{keyspace}.{table.name}: not visible after it was created")
         time.sleep(0.2)
         cluster.refresh_schema_metadata(max_schema_agreement_wait=10)
