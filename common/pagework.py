@@ -220,8 +220,13 @@ class ThreadPageWork:
 _HEADER = struct.Struct(">I")
 RETIRE_SECONDS = 30.0  # a worker ending longer than this after its socket closed is killed
 #: A lane below its most workers starts another when this many jobs in a row found
-#: every worker busy (a backlog that lasts, not a moment's burst) ...
+#: every worker busy ...
 GROW_AFTER = 100
+#: ... over at least this many seconds (a backlog that lasts, not a moment's burst: on
+#: a web of light pages 100 jobs pass in half a second, and such bursts formed at
+#: random, starting a worker that bought no pace for 60-90 MiB; jobs in a row that
+#: found every worker busy mean the lane was busy all of that time) ...
+GROW_AFTER_SECONDS = 2.0
 #: ... and the machine had at least this much of a core idle while they queued: where
 #: every core is busy (the main process is the bottleneck, not the lane), another worker
 #: only competes for the same cores and the crawl gets slower (docs/benchmarks.md)
@@ -399,6 +404,7 @@ class _Pool:
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)  # one replacement at a time
     queued_in_a_row: int = 0  # jobs in a row that found every worker of the lane busy
     queued_since: CpuSample | None = None  # the machine's CPU times at the first of them
+    queued_at: float = 0.0  # and the time (the event loop's clock)
     growing: asyncio.Task[None] | None = None  # another worker starting (see GROW_AFTER)
 
 
@@ -569,9 +575,12 @@ class ProcessPageWork:
         else:
             if pool.queued_in_a_row == 0:
                 pool.queued_since = self._cpu()
+                pool.queued_at = asyncio.get_running_loop().time()
             pool.queued_in_a_row += 1
         if (pool.queued_in_a_row >= GROW_AFTER and pool.growing is None
-                and not self._closed):
+                and not self._closed
+                and asyncio.get_running_loop().time() - pool.queued_at
+                >= GROW_AFTER_SECONDS):
             if self._has_spare_cores(pool):
                 pool.growing = asyncio.create_task(self._grow(lane),
                                                    name=f"page-work-grow-{lane}")

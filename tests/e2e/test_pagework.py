@@ -259,6 +259,23 @@ async def _backlog(work: ProcessPageWork, rounds: int, jobs: int) -> None:
         await grown
 
 
+async def _steady_backlog(work: ProcessPageWork, seconds: float) -> None:
+    """Parse jobs of 0.05 s sent one every 0.025 s for ``seconds`` (after the first,
+    each finds the worker busy: twice the work it can do), then until they are done
+    and a worker the lane started meanwhile is set up."""
+    parse = work.lane("parse")
+    jobs = []
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while loop.time() < end:
+        jobs.append(asyncio.ensure_future(parse.run(_sleep, 0.05)))
+        await asyncio.sleep(0.025)
+    await asyncio.gather(*jobs)
+    grown = work._pools["parse"].growing
+    if grown is not None:
+        await grown
+
+
 def test_spare_cores_are_the_idle_share_of_the_ticks_between_samples() -> None:
     assert pagework.spare_cores((100.0, 1000.0), (150.0, 1200.0), 2) == 0.5
     assert pagework.spare_cores((0.0, 0.0), (400.0, 400.0), 4) == 4.0
@@ -283,6 +300,7 @@ def test_a_heap_is_trimmed_once_it_grew_by_the_threshold() -> None:
 async def test_a_lane_grows_while_its_jobs_wait(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pagework, "GROW_AFTER", 3)
+    monkeypatch.setattr(pagework, "GROW_AFTER_SECONDS", 0.3)
     work = _work(tmp_path, lanes=("write", "parse"), job_timeout=0,
                  lane_processes={"parse": 2}, cpu=_Machine(idle=0.9))
     write, parse = work.lane("write"), work.lane("parse")
@@ -294,7 +312,7 @@ async def test_a_lane_grows_while_its_jobs_wait(tmp_path: Path,
             await parse.run(_pid)
         assert len(work.pids("parse")) == 1
         # jobs that keep finding the worker busy start a second one, and no third
-        await _backlog(work, rounds=3, jobs=4)
+        await _steady_backlog(work, 0.6)
         assert len(work.pids("parse")) == 2
         parsers = await asyncio.gather(*(parse.run(_sleep, 0.3) for _ in range(2)))
         for _ in range(3):
@@ -311,6 +329,7 @@ async def test_a_lane_does_not_grow_while_every_core_is_busy(
     # the jobs wait because the machine is short of CPU, not of parse workers: another
     # worker would only take cores from the rest of the crawl
     monkeypatch.setattr(pagework, "GROW_AFTER", 3)
+    monkeypatch.setattr(pagework, "GROW_AFTER_SECONDS", 0.0)
     machine = _Machine(idle=0.1 / (os.cpu_count() or 1))  # a tenth of a core idle
     work = _work(tmp_path, lanes=("write", "parse"), job_timeout=0,
                  lane_processes={"parse": 2}, cpu=machine)
@@ -322,6 +341,24 @@ async def test_a_lane_does_not_grow_while_every_core_is_busy(
         assert machine.samples >= 2  # it looked, and saw no spare core
         machine.idle = 0.9  # the cores free up: the next backlog grows the lane
         await _backlog(work, rounds=3, jobs=6)
+        assert len(work.pids("parse")) == 2
+    finally:
+        await work.close()
+
+
+async def test_a_short_burst_of_waiting_jobs_does_not_grow_the_lane(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # many jobs finding the worker busy for a moment is a burst, not a lane too small
+    monkeypatch.setattr(pagework, "GROW_AFTER", 3)
+    monkeypatch.setattr(pagework, "GROW_AFTER_SECONDS", 1.0)
+    work = _work(tmp_path, lanes=("write", "parse"), job_timeout=0,
+                 lane_processes={"parse": 2}, cpu=_Machine(idle=0.9))
+    await work.start()
+    try:
+        await _backlog(work, rounds=3, jobs=20)  # each 20 at once: 20 in a row at once
+        await _steady_backlog(work, 0.4)
+        assert len(work.pids("parse")) == 1
+        await _steady_backlog(work, 1.5)  # a backlog that lasted
         assert len(work.pids("parse")) == 2
     finally:
         await work.close()
