@@ -2,7 +2,9 @@
 targets and the URLs sitemaps list. The URLs of owned hosts are admitted or rejected
 (frontier.policy decides) and stored, and their hosts scheduled; the others go on to
 their owners. A URL a sitemap lists again with a newer lastmod may queue a stored page
-for a refresh."""
+for a refresh, and a URL rejected for its depth is queued when a link reaches it on a
+shorter path (URLs rejected for depth go into a filter of their own, not the seen
+filter, for that)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from frontier.policy import (
     head_outranked,
     host_refusal,
     listed_change,
+    readmitted,
     refresh_priority,
     scope_applies,
 )
@@ -40,6 +43,9 @@ class Intake:
         self.operator = operator
         self.seed_roots = seed_roots
         self.seen = seen
+        # URLs stored as rejected for their depth (by this process): a link at the same
+        # depth or deeper is skipped like a seen one; a shorter path is looked up
+        self.deep = SeenFilter(capacity=100_000, error_rate=0.01)
 
     async def on_discovered(self, msg: Discovered, *, retry: bool = False) -> None:
         """Store the new URLs of owned hosts and schedule their hosts; forward the rest.
@@ -59,6 +65,7 @@ class Intake:
         if any(link.depth == 0 for link in msg.links):
             await self._record_seeds(msg.links)
         reread: set[str] = set()  # domains whose seed roots were read again (cluster)
+        shorter: set[str] = set()  # admitted URLs perhaps stored as rejected for depth
         for link in msg.links:
             try:
                 url = urls.canonicalize(link.url, tracking=ctx.tracking)
@@ -96,6 +103,13 @@ class Intake:
                 else:
                     state = states[host] = await store.get_host(host)
                 reason = host_refusal(state)
+            if url in self.deep and not retry:
+                if reason is Reason.DEPTH:  # as deep as before, or deeper
+                    counters.seen_skipped += 1
+                    metrics.seen_filter_skips.inc()
+                    continue
+                if reason is None:
+                    shorter.add(url)
             if reason is not None:
                 row.status = UrlStatus.REJECTED
                 row.reason = reason
@@ -104,10 +118,12 @@ class Intake:
         # only now, with the rows stored: a failed store call retries this message, and
         # a URL marked seen before that would be skipped by the retry and lost
         for row in rows:
-            self.seen.add(row.url)
+            (self.deep if row.reason is Reason.DEPTH else self.seen).add(row.url)
         counters.known += len(rows) - len(inserted)
         queued: dict[str, float] = {}
         best: dict[str, int] = {}  # the highest priority (lowest level) queued per host
+        if shorter and len(inserted) < len(rows):
+            await self._readmit(rows, inserted, shorter, queued, best)
         if len(inserted) < len(rows):
             await self._listed_again(rows, inserted, now, queued)
         for row in inserted:
@@ -133,6 +149,32 @@ class Intake:
                 hosts.schedule(host, slot, max(slot.state.next_allowed_at, due))
         for host, links in forward.items():
             await ctx.bus.publish(Topic.DISCOVERED, host, Discovered(host=host, links=links))
+
+    async def _readmit(self, rows: list[UrlState], inserted: list[UrlState],
+                       shorter: set[str], queued: dict[str, float],
+                       best: dict[str, int]) -> None:
+        """URLs of ``shorter`` the store already held: one stored as rejected for its
+        depth, admitted now on a shorter path, is queued (see ``readmitted``) and its
+        host goes into ``queued``."""
+        ctx, hosts = self.ctx, self.hosts
+        new = {(r.host, r.url) for r in inserted}
+        for row in rows:
+            if row.url not in shorter or (row.host, row.url) in new:
+                continue
+            async with hosts.locks.hold(row.host):
+                stored = await ctx.store.get_url(row.host, row.url)
+                again = None if stored is None else readmitted(stored, row)
+                if again is None:
+                    continue
+                await ctx.store.put_url(again)
+            self.seen.add(row.url)
+            ctx.counters.accepted += 1
+            ctx.counters.readmitted += 1
+            ctx.metrics.urls_accepted.inc()
+            due = queued.get(row.host)
+            queued[row.host] = (again.next_fetch_at if due is None
+                                else min(due, again.next_fetch_at))
+            best[row.host] = min(best.get(row.host, again.priority), again.priority)
 
     async def _listed_again(self, rows: list[UrlState], inserted: list[UrlState],
                             now: float, queued: dict[str, float]) -> None:

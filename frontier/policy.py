@@ -13,6 +13,7 @@
 - :func:`due_buckets`: how many stored pages are due when (stats).
 - :func:`sitemap_reason`, :func:`listed_change`: a sitemap nested too deep, and what a
   sitemap's lastmod says about a URL already stored.
+- :func:`readmitted`: a URL rejected for its depth, found again on a shorter path.
 - :func:`discovered_row`, :func:`admission_reason`, :func:`scope_applies`,
   :func:`host_refusal`: the row a discovered link makes and whether it is admitted.
 - :func:`with_verdict`, :func:`replay_result`: a stored page's row closed with a later
@@ -273,6 +274,20 @@ def listed_change(row: UrlState, lastmod: float | None, now: float,
     if stored and row.last_fetch_at is not None and lastmod > row.last_fetch_at:
         return msgspec.structs.replace(refreshed(row, now, priority), lastmod=lastmod)
     return msgspec.structs.replace(row, lastmod=lastmod)
+
+
+def readmitted(stored: UrlState, found: UrlState) -> UrlState | None:
+    """The row to write when a link admits ``found`` (queued) for a URL the store holds
+    as ``stored``, or None when the stored row stays. A URL rejected because its depth
+    was over the limit, found again at a smaller depth, is queued in its place (keeping
+    its number, ``seq``): the first path a crawl finds to a page is not always its
+    shortest (pages are parsed side by side, a large one finishing after a small
+    deeper one), and a crawler with a depth limit is expected to fetch every page
+    within it."""
+    if (stored.status is UrlStatus.REJECTED and stored.reason is Reason.DEPTH
+            and found.status is UrlStatus.QUEUED and found.depth < stored.depth):
+        return msgspec.structs.replace(found, seq=stored.seq)
+    return None
 
 
 def refreshed(row: UrlState, now: float, priority: int | None = None) -> UrlState:

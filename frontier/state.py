@@ -103,6 +103,7 @@ class FrontierCounters:
     stale_results: int = 0  # duplicate deliveries of results already applied
     refetched: int = 0  # URLs handed out again after a crash or lost task
     refreshed: int = 0  # stored pages queued again for a refresh
+    readmitted: int = 0  # URLs rejected for depth, queued when found on a shorter path
     dispatched_new: int = 0  # fetch tasks of pages never stored
     dispatched_refresh: int = 0  # fetch tasks of stored pages (refreshes)
     refresh_due: dict[str, int] = field(default_factory=dict)  # as of the last look

@@ -144,6 +144,19 @@ async def test_due_urls_follows_updates(store: StateStore) -> None:
     assert [r.url for r in await store.due_urls("u.example", 10.0, 10)] == [b.url]
 
 
+async def test_a_rejected_row_queued_again_is_due_and_counted(store: StateStore) -> None:
+    # the frontier queues a URL rejected for its depth when a shorter path reaches it
+    [deep, other] = await store.add_urls([
+        row("q.example", "/deep", status=UrlStatus.REJECTED, reason=Reason.DEPTH, depth=5),
+        row("q.example", "/other", depth=1)])
+    assert [r.url for r in await store.due_urls("q.example", 10.0, 10)] == [other.url]
+    again = msgspec.structs.replace(deep, status=UrlStatus.QUEUED, reason=None, depth=1)
+    await store.put_url(again)
+    assert [r.url for r in await store.due_urls("q.example", 10.0, 10)] == [
+        again.url, other.url]  # same priority and depth: in the order they were found
+    assert await store.count_urls() == {("queued", ""): 2}
+
+
 async def test_next_due_time(store: StateStore) -> None:
     assert await store.next_due_time("n.example") is None
     await store.add_urls([
