@@ -76,6 +76,30 @@ def ratios(results: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+#: the figures of each scaling run kept beside the median row, for the report's spread
+SCALING_RUN_KEYS = ("ms_per_page", "cpu_ms_per_page", "seeding_urls_per_second",
+                    "rss_seeded_bytes", "loadavg_before")
+
+
+def scaling_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pure: one known-URL size's row from its runs: the median of every number the
+    successful runs all have (the middle run's for an even count: the lower of the
+    two middle values), the other fields of the first; ``runs`` keeps each run's main
+    figures. A size with no successful run is its last failure."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[-1]
+    if len(ok) == 1:
+        return ok[0]
+    row = dict(ok[0])
+    for key, value in ok[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and all(
+                isinstance(r.get(key), (int, float)) for r in ok):
+            row[key] = sorted(r[key] for r in ok)[(len(ok) - 1) // 2]
+    row["runs"] = [{k: r.get(k) for k in SCALING_RUN_KEYS} for r in ok]
+    return row
+
+
 def marginal(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float] | None:
     """Resident bytes per URL added from size ``a`` to size ``b``: in all, and beyond
     the seen filter's bits (counted as fully resident)."""
@@ -603,6 +627,14 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
               + (f" {(row.get('loadavg_before') or ['–'])[0]} |" if loads else ""))
             previous = row
         w("")
+        repeated = [row for row in scaling if len(row.get("runs") or []) > 1]
+        if repeated:
+            w(f"Each size ran {len(repeated[0]['runs'])} times, in rounds over the sizes "
+              "(so a slower spell of the machine falls on every size alike); the table "
+              "gives each figure's median. CPU ms per page in each run: "
+              + "; ".join(f"{row['known_filler']:,}: " + ", ".join(
+                  _f(run["cpu_ms_per_page"], 2) for run in row["runs"])
+                  for row in repeated) + ".\n")
         w("Memory is read as the resident set, so fixed-size parts fill first: SQLite's "
           "page cache (2 MiB by default), the pages of the seen filter's bit array (which "
           "is allocated for 1,000,000 URLs at start and becomes resident as bits are set), "
