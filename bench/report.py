@@ -559,14 +559,18 @@ def render(results: dict[str, Any], *, results_file: str) -> str:
           "the end of one response and the start of the next request to the same host, "
           "as nginx logged it (Scrapy counts its delay from the start of the previous "
           "request, so its gap can be a little shorter than the delay).\n")
-        w("Every run:\n")
-        w("| tool | run | pages | seconds | pages/s | CPU s | peak MiB | bytes written MB | "
-          "missing | extra | server CPU s | load before | exit |")
-        w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        w("Every run (*processes*: the most of the crawler's processes seen at once in "
+          "the memory samples; in embedded mode the main process and its parse workers, "
+          "so more than 2 means the parse lane grew; – where not sampled, as for the "
+          "cluster, whose services are measured one by one):\n")
+        w("| tool | run | pages | seconds | pages/s | CPU s | peak MiB | processes | "
+          "bytes written MB | missing | extra | server CPU s | load before | exit |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in results.get("runs", []):
             w(f"| {r['tool']} | {r['run']} | {r['pages']:,} | {_f(r['wall_seconds'])} | "
               f"{_f(r['pages_per_second'])} | {_f(r['cpu_seconds'])} | "
-              f"{_f(r['max_rss_bytes'] / MiB, 0)} | {_f(r['bytes_written'] / 1e6, 1)} | "
+              f"{_f(r['max_rss_bytes'] / MiB, 0)} | {r.get('max_processes') or '–'} | "
+              f"{_f(r['bytes_written'] / 1e6, 1)} | "
               f"{r['missing']} | {r['extra']} | {_f(r['server_cpu_seconds'])} | "
               f"{' '.join(str(x) for x in r.get('loadavg_before', [])[:1])} | "
               f"{r['exit_code']}{' (timed out)' if r['timed_out'] else ''} |")
@@ -1174,7 +1178,8 @@ def _tool_rows(summary: dict[str, Any], active: bool = False) -> list[str]:
             f"{_spread(s, 'pages_per_second')} | "
             + (f"{_spread(s, 'active_pages_per_second')} | " if active else "")
             + f"{_spread(s, 'cpu_seconds_per_1000_pages', 1.0, 2)} | "
-            f"{_spread(s, 'max_rss_bytes', MiB, 0)} | {_spread(s, 'pages', 1.0, 0)} | "
+            f"{_spread(s, 'max_rss_bytes', MiB, 0)} | {_spread(s, 'max_processes', 1.0, 0)} | "
+            f"{_spread(s, 'pages', 1.0, 0)} | "
             f"{_spread(s, 'missing', 1.0, 0)} / {_spread(s, 'extra', 1.0, 0)} / "
             f"{_spread(s, 'refetched', 1.0, 0)} |")
     return rows
@@ -1225,8 +1230,8 @@ def real_web_lines(results: dict[str, Any]) -> list[str]:
           "end of the run is the largest sites alone, so this mixes throughput with the "
           "per-page latency of those sites.\n")
         w("| tool | runs ok | pages/s | pages/s while crawling | CPU s per 1000 pages | "
-          "peak memory MiB | pages | missing / extra / twice |")
-        w("|---|---|---|---|---|---|---|---|")
+          "peak memory MiB | processes | pages | missing / extra / twice |")
+        w("|---|---|---|---|---|---|---|---|---|")
         out.extend(_tool_rows(many["summary"], active=True))
         w("")
     one = real.get("one_host") or {}
@@ -1240,8 +1245,8 @@ def real_web_lines(results: dict[str, Any]) -> list[str]:
             w(f"**{host}** (depth {found.get('depth')}, "
               f"{_f(found.get('expected_fetches'), 0)} expected fetches)\n")
             w("| tool | runs ok | pages/s | pages/s while crawling | CPU s per 1000 pages | "
-              "peak memory MiB | pages | missing / extra / twice |")
-            w("|---|---|---|---|---|---|---|---|")
+              "peak memory MiB | processes | pages | missing / extra / twice |")
+            w("|---|---|---|---|---|---|---|---|---|")
             out.extend(_tool_rows(found.get("summary") or {}, active=True))
             w("")
     prof = real.get("profile")

@@ -98,6 +98,10 @@ class RunResult:
     max_pss_bytes: int | None = None
     """The process tree's peak PSS (sampled with the RSS; not for cluster mode, whose
     services are measured by their own peaks): shared pages counted once."""
+    max_processes: int | None = None
+    """The most processes of the tree seen at once (sampled with the RSS): in embedded
+    mode the main process and its parse workers, so it shows when the parse lane grew.
+    Not for cluster mode (the tree sampled is the supervisor's)."""
 
     @property
     def cpu_seconds(self) -> float:
@@ -125,12 +129,12 @@ class RunResult:
 
 
 
-def tree_memory(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) of ``pid`` and all its descendants now, in bytes ((0, 0) once it is
-    gone). RSS counts a page in every process that maps it (the shared libraries, a
-    model file each worker maps); PSS splits it between them, so the tree's PSS is
-    what the processes take from the machine together."""
-    rss = pss = 0
+def tree_memory(pid: int) -> tuple[int, int, int]:
+    """(RSS, PSS, processes) of ``pid`` and all its descendants now, in bytes ((0, 0, 0)
+    once it is gone). RSS counts a page in every process that maps it (the shared
+    libraries, a model file each worker maps); PSS splits it between them, so the
+    tree's PSS is what the processes take from the machine together."""
+    rss = pss = processes = 0
     todo = [pid]
     while todo:
         p = todo.pop()
@@ -140,10 +144,11 @@ def tree_memory(pid: int) -> tuple[int, int]:
                     rss += int(line.split()[1]) * 1024
                 elif line.startswith("Pss:"):
                     pss += int(line.split()[1]) * 1024
+            processes += 1
             for task in os.listdir(f"/proc/{p}/task"):
                 children = Path(f"/proc/{p}/task/{task}/children").read_text().split()
                 todo.extend(int(c) for c in children)
-    return rss, pss
+    return rss, pss, processes
 
 
 def wait_with_usage(proc: subprocess.Popen[bytes], deadline: float, *, grace: float,
@@ -249,13 +254,14 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
     with crawl.log_path.open("wb") as out:
         proc = subprocess.Popen(crawl.command, cwd=crawl.cwd, env=crawl.env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        tree_peak = pss_peak = 0
+        tree_peak = pss_peak = processes_peak = 0
 
         def sample() -> None:  # ru_maxrss is one process's peak; this sums the tree's
-            nonlocal tree_peak, pss_peak
-            rss_now, pss_now = tree_memory(proc.pid)
+            nonlocal tree_peak, pss_peak, processes_peak
+            rss_now, pss_now, processes_now = tree_memory(proc.pid)
             tree_peak = max(tree_peak, rss_now)
             pss_peak = max(pss_peak, pss_now)
+            processes_peak = max(processes_peak, processes_now)
 
         status, rusage, timed_out = wait_with_usage(proc, started + crawl.timeout,
                                                     grace=30.0, poll=0.05, on_poll=sample)
@@ -294,7 +300,7 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
             user = sum(float(u["cpu_user"]) for u in services.values())
             system = sum(float(u["cpu_system"]) for u in services.values())
             rss = sum(int(u["max_rss_bytes"]) for u in services.values() if u is not None)
-            pss_peak = 0  # the tree sampled here is the supervisor's, not the services'
+            pss_peak = processes_peak = 0  # the tree sampled is the supervisor's
             service_cpu = {name: float(u["cpu_user"]) + float(u["cpu_system"])
                            for name, u in services.items() if u is not None}
             for per_service in (report.get("counters") or {}).values():
@@ -315,6 +321,7 @@ def run_crawl(crawl: Crawl, run: int, nginx: Nginx, expected: set[str],
         tool=crawl.name, run=run, exit_code=proc.returncode, timed_out=timed_out,
         wall_seconds=wall, cpu_user_seconds=user, cpu_system_seconds=system,
         max_rss_bytes=rss, max_pss_bytes=pss_peak or None,
+        max_processes=processes_peak or None,
         bytes_written=folder_bytes(crawl.out_dir),
         server_cpu_seconds=server_cpu, infra_cpu_seconds=infra_cpu,
         loadavg_before=load, started_at=started_at, notes=notes, service_cpu=service_cpu,
@@ -328,7 +335,8 @@ def summarize(results: Sequence[RunResult]) -> dict[str, Any]:
     keys = ["pages_per_second", "cpu_seconds_per_1000_pages", "max_rss_bytes", "max_pss_bytes",
             "bytes_written", "wall_seconds", "pages", "missing", "extra", "refetched",
             "cpu_seconds", "min_gap_seconds", "server_cpu_seconds", "active_seconds",
-            "active_pages_per_second", "start_seconds", "process_wall_seconds"]
+            "active_pages_per_second", "start_seconds", "process_wall_seconds",
+            "max_processes"]
     completed = [r for r in results if r.exit_code == 0 and not r.timed_out]
     out: dict[str, Any] = {"runs": len(results), "completed": len(completed),
                            "failed": len(results) - len(completed)}
