@@ -615,6 +615,7 @@ class Bench:
         budget = min(self.cfg.scale_budget, max(10, len(self.web.expected) // 2))
         runs: dict[int, list[dict[str, Any]]] = {n: [] for n in self.cfg.scale_sizes}
         rounds = max(1, self.cfg.scale_runs)
+        self.results["scaling"] = []
         for round_ in range(1, rounds + 1):
             for n in self.cfg.scale_sizes:
                 if runs[n] and "error" in runs[n][-1]:
@@ -632,7 +633,6 @@ class Bench:
                              "after seeding")
                 self.results["scaling"] = [report.scaling_row(r) for r in runs.values() if r]
                 self.checkpoint()
-        self.results["scaling"] = [report.scaling_row(r) for r in runs.values() if r]
 
     def _scale_run(self, n: int, budget: int) -> dict[str, Any]:
         """One scaling child: ``n`` known URLs, then ``budget`` pages crawled."""

@@ -128,12 +128,7 @@ class Intake:
             await self._listed_again(rows, inserted, now, queued)
         for row in inserted:
             if row.status is UrlStatus.QUEUED:
-                counters.accepted += 1
-                metrics.urls_accepted.inc()
-                due = queued.get(row.host)
-                queued[row.host] = row.next_fetch_at if due is None else min(
-                    due, row.next_fetch_at)
-                best[row.host] = min(best.get(row.host, row.priority), row.priority)
+                self._accepted(row, queued, best)
             elif row.reason is not None:
                 counters.rejected[row.reason.value] += 1
                 metrics.count_rejected(row.reason)
@@ -168,13 +163,18 @@ class Intake:
                     continue
                 await ctx.store.put_url(again)
             self.seen.add(row.url)
-            ctx.counters.accepted += 1
             ctx.counters.readmitted += 1
-            ctx.metrics.urls_accepted.inc()
-            due = queued.get(row.host)
-            queued[row.host] = (again.next_fetch_at if due is None
-                                else min(due, again.next_fetch_at))
-            best[row.host] = min(best.get(row.host, again.priority), again.priority)
+            self._accepted(again, queued, best)
+
+    def _accepted(self, row: UrlState, queued: dict[str, float],
+                  best: dict[str, int]) -> None:
+        """Count a row queued by this message, and note when its host is due
+        (``queued``) and its best priority level (``best``)."""
+        self.ctx.counters.accepted += 1
+        self.ctx.metrics.urls_accepted.inc()
+        due = queued.get(row.host)
+        queued[row.host] = row.next_fetch_at if due is None else min(due, row.next_fetch_at)
+        best[row.host] = min(best.get(row.host, row.priority), row.priority)
 
     async def _listed_again(self, rows: list[UrlState], inserted: list[UrlState],
                             now: float, queued: dict[str, float]) -> None:
