@@ -229,8 +229,15 @@ GROW_AFTER = 100
 GROW_AFTER_SECONDS = 2.0
 #: ... and the machine had at least this much of a core idle while they queued: where
 #: every core is busy (the main process is the bottleneck, not the lane), another worker
-#: only competes for the same cores and the crawl gets slower (docs/benchmarks.md)
+#: only competes for the same cores and the crawl gets slower (docs/benchmarks.md) ...
 GROW_SPARE_CORES = 0.5
+#: ... and, where the lane is told how many jobs wait for it upstream (``waiting``),
+#: those jobs and its own would take its workers at least this many seconds at the
+#: pace they answered in meanwhile: a worker takes about a second to start and 80 to
+#: 90 MiB, so it must have more work ahead than a crawl's tail (on a site of heavy
+#: pages a lane one worker kept up with grew near the crawl's end, with 2 to 3 s of
+#: parsing left, for no pace and 80 MiB; docs/cost.md)
+GROW_BACKLOG_SECONDS = 5.0
 
 CpuSample = tuple[float, float]
 """The machine's idle and total CPU time since boot, in clock ticks of every core."""
@@ -258,6 +265,17 @@ def spare_cores(before: CpuSample, after: CpuSample, cores: int) -> float:
     if total <= 0:
         return 0.0
     return max(0.0, min(1.0, (after[0] - before[0]) / total)) * cores
+
+
+def backlog_seconds(jobs: int, answered: int, seconds: float) -> float:
+    """Pure: how long ``jobs`` waiting jobs would take at the pace of ``answered``
+    answers in ``seconds`` (infinite when none came: the lane is stuck behind long
+    jobs; 0 when nothing waits)."""
+    if jobs <= 0:
+        return 0.0
+    if answered <= 0 or seconds <= 0:
+        return float("inf")
+    return jobs * seconds / answered
 
 
 def _frame(value: object) -> bytes:
@@ -405,6 +423,8 @@ class _Pool:
     queued_in_a_row: int = 0  # jobs in a row that found every worker of the lane busy
     queued_since: CpuSample | None = None  # the machine's CPU times at the first of them
     queued_at: float = 0.0  # and the time (the event loop's clock)
+    answered: int = 0  # jobs the lane's workers answered, ever
+    answered_since: int = 0  # ... at the first of the jobs in a row
     growing: asyncio.Task[None] | None = None  # another worker starting (see GROW_AFTER)
 
 
@@ -415,14 +435,21 @@ class ProcessPageWork:
     the modules named in ``preload`` (those of the jobs) and calls their ``warm_up()``,
     where they have one, before it takes jobs; a mapping names them per lane (a lane it
     leaves out preloads nothing), so a lane whose jobs never need a module's warm-up (a
-    language model, say) does not pay for it in time or memory."""
+    language model, say) does not pay for it in time or memory.
+
+    A lane below its ``lane_processes`` grows by one worker when its jobs keep finding
+    every worker busy (:data:`GROW_AFTER`, :data:`GROW_AFTER_SECONDS`) while the machine
+    has a core to spare (:data:`GROW_SPARE_CORES`, from ``cpu``) and, where ``waiting``
+    tells how many of the lane's jobs wait upstream (a bus's queue), enough work is
+    ahead to pay for a worker (:data:`GROW_BACKLOG_SECONDS`)."""
 
     def __init__(self, settings: Settings, *, processes: int, root: str, writer: str,
                  cdx_name: str, lanes: tuple[str, ...] = (DEFAULT_LANE,),
                  job_timeout: float | None = None, keep_recent: int = KEEP_RECENT,
                  preload: tuple[str, ...] | Mapping[str, tuple[str, ...]] = (),
                  lane_processes: Mapping[str, int] | None = None,
-                 cpu: Callable[[], CpuSample | None] = cpu_sample) -> None:
+                 cpu: Callable[[], CpuSample | None] = cpu_sample,
+                 waiting: Callable[[str], int] | None = None) -> None:
         if processes < 1:
             raise ValueError("ProcessPageWork needs at least one process")
         if not lanes:
@@ -440,6 +467,7 @@ class ProcessPageWork:
                          if isinstance(preload, Mapping)
                          else {name: tuple(preload) for name in lanes})
         self._cpu = cpu  # the machine's CPU times, for GROW_SPARE_CORES
+        self._waiting = waiting  # jobs waiting for a lane upstream, for GROW_BACKLOG_SECONDS
         self._cores = os.cpu_count() or 1
         self._pools = {name: _Pool() for name in lanes}
         self._default = lanes[0]
@@ -500,6 +528,7 @@ class ProcessPageWork:
                     continue
                 job = worker.pending.pop(rid, None)
                 self._arm(worker)  # the next job, if any, runs from now
+                self._pools[worker.lane].answered += 1
                 if job is None or job.future.done():
                     continue
                 if ok:
@@ -576,17 +605,26 @@ class ProcessPageWork:
             if pool.queued_in_a_row == 0:
                 pool.queued_since = self._cpu()
                 pool.queued_at = asyncio.get_running_loop().time()
+                pool.answered_since = pool.answered
             pool.queued_in_a_row += 1
         if (pool.queued_in_a_row >= GROW_AFTER and pool.growing is None
                 and not self._closed
                 and asyncio.get_running_loop().time() - pool.queued_at
                 >= GROW_AFTER_SECONDS):
-            if self._has_spare_cores(pool):
+            if self._has_spare_cores(pool) and self._has_work_ahead(lane, pool):
                 pool.growing = asyncio.create_task(self._grow(lane),
                                                    name=f"page-work-grow-{lane}")
-            else:  # the cores are busy: count a new backlog from here
+            else:  # the cores are busy, or the lane nearly done: count anew from here
                 pool.queued_in_a_row = 0
         return best
+
+    def _has_work_ahead(self, lane: str, pool: _Pool) -> bool:
+        if self._waiting is None:
+            return True  # what waits upstream is unknown: the backlog in a row decides
+        jobs = self._waiting(lane) + sum(len(w.pending) for w in pool.workers)
+        seconds = asyncio.get_running_loop().time() - pool.queued_at
+        return (backlog_seconds(jobs, pool.answered - pool.answered_since, seconds)
+                >= GROW_BACKLOG_SECONDS)
 
     def _has_spare_cores(self, pool: _Pool) -> bool:
         now = self._cpu()

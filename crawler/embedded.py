@@ -160,6 +160,7 @@ class EmbeddedCrawler:
             settings, self.blobs, self.archive,
             keep_recent=0 if settings.crawl.page_processes else KEEP_RECENT))
         self.work: PageWork = self.write_work
+        self.bus = MemoryBus(settings.bus, partitions=1, metrics=self.metrics.bus)
         if settings.crawl.page_processes:
             self.work = ProcessPageWork(settings, processes=settings.crawl.page_processes,
                                         root=str(blob_root(settings)), writer=writer_id,
@@ -167,8 +168,9 @@ class EmbeddedCrawler:
                                         lanes=("parse",), keep_recent=0,
                                         preload={"parse": ("parser.jobs",)},
                                         lane_processes={
-                                            "parse": settings.crawl.parse_processes})
-        self.bus = MemoryBus(settings.bus, partitions=1, metrics=self.metrics.bus)
+                                            "parse": settings.crawl.parse_processes},
+                                        # the pages fetched and not yet handed to it
+                                        waiting=lambda _lane: self.bus.waiting("parser"))
         # one clock for every stage (common.clock): the wall clock unless a test moves it
         self.clock = wall_clock(settings)
         self.http = HttpFetcher(settings, wall_clock=self.clock)

@@ -398,6 +398,12 @@ class MemoryBus:
         while self._pending:
             await self._idle.wait()
 
+    def waiting(self, group: str) -> int:
+        """Messages queued for ``group`` and not yet taken by one of its consumers (0
+        for a group not declared)."""
+        found = self._groups.get(group)
+        return len(found.queue) if found is not None else 0
+
     def backlog(self, topic: Topic) -> int:
         """Messages held for ``topic`` until a group declares it."""
         queue = self._backlog.get(topic)

@@ -364,6 +364,41 @@ async def test_a_short_burst_of_waiting_jobs_does_not_grow_the_lane(
         await work.close()
 
 
+def test_backlog_seconds_is_the_waiting_work_at_the_pace_of_the_answers() -> None:
+    assert pagework.backlog_seconds(300, 100, 2.0) == 6.0  # 50 answers a second
+    assert pagework.backlog_seconds(0, 100, 2.0) == 0.0  # nothing waits
+    assert pagework.backlog_seconds(5, 0, 2.0) == float("inf")  # stuck: no answer came
+    assert pagework.backlog_seconds(5, 10, 0.0) == float("inf")
+
+
+async def test_a_lane_near_the_end_of_its_work_does_not_grow(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the jobs keep finding the worker busy, but what waits upstream would take it
+    # less than GROW_BACKLOG_SECONDS: a new worker would start for the crawl's tail
+    monkeypatch.setattr(pagework, "GROW_AFTER", 3)
+    monkeypatch.setattr(pagework, "GROW_AFTER_SECONDS", 0.3)
+    upstream = {"parse": 0}
+    asked: list[str] = []
+
+    def waiting(lane: str) -> int:
+        asked.append(lane)
+        return upstream[lane]
+
+    work = _work(tmp_path, lanes=("parse",), job_timeout=0, lane_processes={"parse": 2},
+                 cpu=_Machine(idle=0.9), waiting=waiting)
+    await work.start()
+    try:
+        await _steady_backlog(work, 0.8)
+        assert len(work.pids("parse")) == 1
+        assert asked and set(asked) == {"parse"}  # it looked, and saw little ahead
+        # 20 answers a second (jobs of 0.05 s): 200 waiting are 10 s of work
+        upstream["parse"] = 200
+        await _steady_backlog(work, 0.8)
+        assert len(work.pids("parse")) == 2
+    finally:
+        await work.close()
+
+
 def _model_loaded(ctx: WorkContext) -> bool:
     from parser import signals
 

@@ -144,6 +144,8 @@ async def test_memory_bus_lag_counts_waiting_and_running_messages(
     for n in range(1, 5):
         await bus.publish(Topic.STATUS, f"h{n}.test", status(n, f"h{n}.test"))
     assert lag(metrics, Topic.STATUS) == 8  # four messages for each of two groups
+    assert bus.waiting("frontier") == bus.waiting("audit") == 4
+    assert bus.waiting("nobody") == 0
 
     consume(running, bus, "audit", Topic.STATUS, quick)
     consume(running, bus, "frontier", Topic.STATUS, slow)
@@ -152,6 +154,7 @@ async def test_memory_bus_lag_counts_waiting_and_running_messages(
         await audited.wait()
     assert sorted(handled) == [-4, -3, -2, -1]  # audit is done, frontier is stuck
     assert lag(metrics, Topic.STATUS) == 4  # one in progress, three waiting
+    assert bus.waiting("frontier") == 3 and bus.waiting("audit") == 0
     release.set()
     async with asyncio.timeout(WAIT):
         await bus.wait_idle()
