@@ -34,7 +34,7 @@ from parser import pdf as pdfs
 from parser.charset import decode_html
 from parser.hook import PageView, call_hook
 from parser.html import extract, followable_links, parse_document
-from parser.markdown import DEFAULT_MAX_CHARS, plain_markdown, render_markdown
+from parser.markdown import DEFAULT_MAX_CHARS, Walker, markdown_of, plain_markdown
 from parser.results import Extracted, Texts, ToRender, unchanged_sitemap
 from parser.signals import TextSignals, text_signals
 from parser.signals import warm_up as _warm_signals
@@ -55,7 +55,10 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
     if media in HTML_TYPES or not media.startswith("text/plain"):
         doc = parse_document(decoded.text)
         parsed = extract(doc, url, x_robots_tag=x_robots_tag, product_token=product_token)
-        main, root = main_content(doc)  # after extract: it takes the document's tree
+        # after extract: it takes the document's tree, and releases it once the content
+        # root is walked for the Markdown and before its text is converted
+        main, walked = main_content(doc, Walker(parsed.base_url, max_chars=markdown_chars)
+                                    if markdown else _nothing)
         links: list[str] = []
         seen: set[str] = set()
         for link in followable_links(parsed):
@@ -69,14 +72,18 @@ def analyse(body: bytes, content_type: str | None, url: str, *, x_robots_tag: st
         return Extracted(title=parsed.title, text=main.text, links=links,
                          noindex=parsed.noindex, nofollow=parsed.nofollow,
                          signals=text_signals(main),
-                         markdown=(render_markdown(main, root, parsed.base_url,
-                                                   max_chars=markdown_chars)
+                         markdown=(markdown_of(main, walked, max_chars=markdown_chars)
                                    if markdown else None))
     plain = MainText(decoded.text, len(" ".join(decoded.text.split())))
     return Extracted(title=None, text=decoded.text, links=[], noindex=False, nofollow=False,
                      signals=text_signals(plain),
                      markdown=(plain_markdown(decoded.text, max_chars=markdown_chars)
                                if markdown else None))
+
+
+def _nothing(root: object) -> None:
+    """What is kept of a content root when no Markdown is made of it."""
+    return None
 
 
 def fingerprints(text: str) -> tuple[int | None, bytes | None]:

@@ -123,19 +123,52 @@ def page_markdown(html: str | HtmlDocument, page_url: str, *,
     page's own URL; links resolve against its ``<base href>``, if any."""
     doc = html if isinstance(html, HtmlDocument) else parse_document(html)
     base = document_base(doc, page_url)  # before main_content takes the tree
-    main, root = main_content(doc)
-    return render_markdown(main, root, base, max_chars=max_chars)
+    main, walked = main_content(doc, Walker(base, max_chars=max_chars))
+    return markdown_of(main, walked, max_chars=max_chars)
 
 
 def render_markdown(main: MainText, root: LexborNode | None, base_url: str, *,
                     max_chars: int = DEFAULT_MAX_CHARS) -> str:
     """The Markdown of ``root`` (from :func:`parser.text.main_content`), keeping the
     blocks ``main`` kept. Without a root: ``main``'s text, escaped."""
-    if root is None:
+    walked = None if root is None else Walker(base_url, max_chars=max_chars)(root)
+    return markdown_of(main, walked, max_chars=max_chars)
+
+
+class Walked:
+    """A content root's Markdown blocks, before they are matched against the main
+    text (:class:`Walker`): what is kept of the root once its tree is released."""
+
+    __slots__ = ("blocks",)
+
+    def __init__(self, blocks: list[_Block]) -> None:
+        self.blocks = blocks
+
+
+class Walker:
+    """Walks a content root into its Markdown blocks; given to
+    :func:`parser.text.main_content` as ``keep``, so the page's tree can be released
+    before the main text is converted."""
+
+    __slots__ = ("base_url", "max_chars")
+
+    def __init__(self, base_url: str, *, max_chars: int = DEFAULT_MAX_CHARS) -> None:
+        self.base_url = base_url
+        self.max_chars = max_chars
+
+    def __call__(self, root: LexborNode) -> Walked:
+        walk = _Walk(self.base_url, 2 * self.max_chars)
+        walk.run(root)
+        return Walked(walk.blocks)
+
+
+def markdown_of(main: MainText, walked: Walked | None, *,
+                max_chars: int = DEFAULT_MAX_CHARS) -> str:
+    """The Markdown of a walked root, keeping the blocks ``main`` kept. Without one:
+    ``main``'s text, escaped."""
+    if walked is None:
         return plain_markdown(main.text, max_chars=max_chars)
-    walk = _Walk(base_url, 2 * max_chars)
-    walk.run(root)
-    return _render(_kept(walk.blocks, main.text), max_chars)
+    return _render(_kept(walked.blocks, main.text), max_chars)
 
 
 def plain_markdown(text: str, *, max_chars: int = DEFAULT_MAX_CHARS) -> str:

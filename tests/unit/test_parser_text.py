@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+
+import pytest
+from resiliparse.parse.html import HTMLTree
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from parser import text as text_module
 from parser.html import parse_document
-from parser.text import extract_main_text, main_text, uses_main_content
+from parser.text import extract_main_text, main_content, main_text, uses_main_content
 
 ARTICLE = [
     "The city council voted on Tuesday to rebuild the old river bridge before winter.",
@@ -55,6 +62,40 @@ def test_document_is_reused() -> None:
     doc = parse_document(page(ARTICLE))
     assert uses_main_content(doc)
     assert main_text(doc) == main_text(page(ARTICLE))
+
+
+def _page_trees_alive() -> int:
+    return sum(1 for o in gc.get_objects() if type(o) is LexborHTMLParser)
+
+
+def test_keep_gets_the_root_and_the_page_tree_is_gone_before_the_text_parse(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a large page's lexbor tree and the root's resiliparse tree are never held at
+    # once: what keep makes of the root comes back, the root itself does not
+    alive_at_parse: list[int] = []
+    parse = HTMLTree.parse
+
+    def watched(markup: str) -> HTMLTree:
+        alive_at_parse.append(_page_trees_alive())
+        return parse(markup)
+
+    monkeypatch.setattr(text_module.HTMLTree, "parse", watched)
+    gc.collect()
+    before = _page_trees_alive()
+    seen: list[str] = []
+
+    def keep(root: LexborNode) -> int:
+        seen.append(root.tag)
+        return len(root.text(deep=True))
+
+    main, kept = main_content(parse_document(page(ARTICLE)), keep)
+    assert seen == ["article"] and kept is not None and kept > len(ARTICLE[0])
+    assert main.text == main_text(page(ARTICLE))
+    assert alive_at_parse and alive_at_parse[0] == before  # released before the parse
+    alive_at_parse.clear()
+    main, root = main_content(parse_document(page(ARTICLE)))  # no keep: the root comes back
+    assert root is not None and root.tag == "article"
+    assert alive_at_parse and alive_at_parse[0] == before + 1
 
 
 def test_flattened_page_gives_whole_visible_text() -> None:
