@@ -373,10 +373,14 @@ def test_backlog_seconds_is_the_waiting_work_at_the_pace_of_the_answers() -> Non
 
 async def test_a_lane_near_the_end_of_its_work_does_not_grow(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the jobs keep finding the worker busy, but what waits upstream would take it
-    # less than GROW_BACKLOG_SECONDS: a new worker would start for the crawl's tail
+    # the jobs keep finding the worker busy, but what waits would take it less than
+    # GROW_BACKLOG_SECONDS: a new worker would start for the crawl's tail. The
+    # threshold is set far above what the lane's own few jobs can reach (at most a
+    # few dozen, answered at 20 a second) and far below what the upstream backlog
+    # below makes, so the test does not hang on the machine's pace
     monkeypatch.setattr(pagework, "GROW_AFTER", 3)
-    monkeypatch.setattr(pagework, "GROW_AFTER_SECONDS", 0.3)
+    monkeypatch.setattr(pagework, "GROW_AFTER_SECONDS", 0.5)
+    monkeypatch.setattr(pagework, "GROW_BACKLOG_SECONDS", 1000.0)
     upstream = {"parse": 0}
     asked: list[str] = []
 
@@ -388,12 +392,13 @@ async def test_a_lane_near_the_end_of_its_work_does_not_grow(
                  cpu=_Machine(idle=0.9), waiting=waiting)
     await work.start()
     try:
-        await _steady_backlog(work, 0.8)
+        await work.lane("parse").run(_pid)  # the worker has imported this module
+        await _steady_backlog(work, 1.2)
         assert len(work.pids("parse")) == 1
         assert asked and set(asked) == {"parse"}  # it looked, and saw little ahead
-        # 20 answers a second (jobs of 0.05 s): 200 waiting are 10 s of work
-        upstream["parse"] = 200
-        await _steady_backlog(work, 0.8)
+        # a million waiting: over 1000 s of work at any pace the worker answers in
+        upstream["parse"] = 1_000_000
+        await _steady_backlog(work, 1.2)
         assert len(work.pids("parse")) == 2
     finally:
         await work.close()
