@@ -226,7 +226,7 @@ def main_content(html: str | HtmlDocument, keep: Callable[[LexborNode], object] 
     With ``keep``, what ``keep`` makes of the root comes back instead of the root
     (None where there is no root), and the page's tree is released before the root's
     markup is parsed again for its text, so a large page's two trees are never in
-    memory at once (a 2.5 MB table of contents: 94 -> 63 MiB at the parse's peak)."""
+    memory at once (a 2.5 MB table of contents: 94 -> 62 MiB at the parse's peak)."""
     doc = html if isinstance(html, HtmlDocument) else parse_document(html)
     if not uses_main_content(doc):
         text = _convert(doc.tree, main_content=False)
