@@ -89,10 +89,10 @@ STEPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 )
 
 
-# Steps seen at the leaf only: zlib is C code, which py-spy does not show, so its time
+# Steps seen at the leaf only: ISA-L is C code, which py-spy does not show, so its time
 # is the leaf frame that calls it (common.archive._serialise compresses each record).
 LEAF_STEPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    ("WARC compression (zlib, in common.archive._serialise)",
+    ("WARC compression (ISA-L, in common.archive._serialise)",
      (("common/archive.py", "_serialise"), ("gzip.py", ""), ("zlib", ""))),
 )
 
