@@ -77,6 +77,13 @@ def ratios(results: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def _completed_runs(runs: list[dict[str, Any]], tool: str) -> list[dict[str, Any]]:
+    """The runs of ``tool`` that ended well (exit code 0, not timed out), as
+    :func:`bench.runners.summarize` counts them."""
+    return [r for r in runs if r.get("tool") == tool and r.get("exit_code") == 0
+            and not r.get("timed_out")]
+
+
 def paired(runs: list[dict[str, Any]], tool: str, other: str, key: str) -> float | None:
     """The median over rounds of ``tool``'s figure ``key`` divided by ``other``'s in the
     same round (runs of one round alternate, so the two ran one right after the other);
@@ -84,9 +91,7 @@ def paired(runs: list[dict[str, Any]], tool: str, other: str, key: str) -> float
     drifts from minute to minute, and a ratio of runs made side by side follows less of
     that drift than a ratio of each tool's median."""
     def completed(name: str) -> dict[int, float]:
-        return {r["run"]: r[key] for r in runs
-                if r.get("tool") == name and r.get("exit_code") == 0
-                and not r.get("timed_out") and r.get(key) is not None}
+        return {r["run"]: r[key] for r in _completed_runs(runs, name) if r.get(key) is not None}
 
     mine, theirs = completed(tool), completed(other)
     values = [mine[n] / theirs[n] for n in sorted(mine.keys() & theirs.keys()) if theirs[n]]
@@ -870,8 +875,7 @@ TOPIC_WHY: dict[str, str] = {
 
 
 def _median_run(results: dict[str, Any], tool: str) -> dict[str, Any] | None:
-    runs = [r for r in results.get("runs", []) if r["tool"] == tool
-            and r.get("exit_code") == 0 and not r.get("timed_out") and r.get("pages")]
+    runs = [r for r in _completed_runs(results.get("runs", []), tool) if r.get("pages")]
     if not runs:
         return None
     runs.sort(key=lambda r: r["pages_per_second"])
