@@ -26,7 +26,6 @@ with nothing created; 130 stopped by Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import importlib
 import logging
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common.adapters.local_blobs import BlobError
-from common.runtime import SERVICE_EPILOG, SERVICE_HELP, blob_root, state_path
+from common.runtime import SERVICE_EPILOG, SERVICE_HELP, blob_root, run_loop, state_path
 from common.settings import Settings, SettingsError, describe
 from frontier.stats import CrawlStats
 
@@ -317,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from crawler import embedded  # here: the commands that need no crawl skip it
 
         try:
-            stats = asyncio.run(embedded.read_stats(settings))
+            stats = run_loop(embedded.read_stats(settings))
         except FileNotFoundError as exc:
             print(f"crawler: {exc}", file=sys.stderr)
             return 1
@@ -334,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             problem = _out_problem(settings) if args.out else None
             if problem:
                 return _fail(problem, 2)
-            stats = asyncio.run(embedded.demo(settings, progress=progress, out=args.out))
+            stats = run_loop(embedded.demo(settings, progress=progress, out=args.out))
         else:  # pragma: no cover - argparse rejects other commands
             return 2
     except KeyboardInterrupt:
@@ -397,7 +396,7 @@ def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool,
     batch = seed_batch(seeds, 0, tracking)
     for raw, why in batch.rejected:
         print(f"crawler: seed {raw!r} rejected: {why}", file=sys.stderr)
-    refused = asyncio.run(embedded.refused_before_start(settings, batch.valid))
+    refused = run_loop(embedded.refused_before_start(settings, batch.valid))
     for url, advice in refused.items():
         print(f"crawler: seed {url} refused: {advice}", file=sys.stderr)
     usable = []
@@ -412,7 +411,7 @@ def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool,
     if not seeds and not state_path(settings).exists():
         return _fail(f"no seed URLs, and no crawl to resume in {settings.crawl.out_dir} "
                      f"(no {state_path(settings)})", 2)
-    run = asyncio.run(embedded.run_crawl(settings, usable, progress=progress,
+    run = run_loop(embedded.run_crawl(settings, usable, progress=progress,
                                          continuous=continuous))
     print(format_stats(run.stats))
     if run.no_seed_crawled:
@@ -438,7 +437,7 @@ def _cmd_seed(settings: Settings, seeds: Sequence[str], priority: int | None) ->
         print(f"crawler: seed {raw!r} rejected: {why}", file=sys.stderr)
     if not batch.count:
         return _fail("no usable seed URL; nothing sent", 2)
-    n = asyncio.run(_seed(settings, batch))
+    n = run_loop(_seed(settings, batch))
     print(f"{n} seed URLs sent")
     return 0 if n else 1
 
@@ -488,26 +487,26 @@ def _cmd_api(args: argparse.Namespace, settings: Settings) -> int:
             body: dict[str, object] = {"urls": args.urls}
             if args.priority is not None:
                 body["priority"] = args.priority
-            answer = asyncio.run(call(args.api, token, "POST", "/v1/seeds", body))
+            answer = run_loop(call(args.api, token, "POST", "/v1/seeds", body))
             print(f"{answer['accepted']} seed URLs sent")
             return 0
         if args.command == "stats":
-            answer = asyncio.run(call(args.api, token, "GET", "/v1/stats"))
+            answer = run_loop(call(args.api, token, "GET", "/v1/stats"))
             print(format_stats(msgspec.convert(answer, CrawlStats)))
             return 0
         if args.command in ("pause", "resume"):
-            answer = asyncio.run(call(args.api, token, "POST", f"/v1/{args.command}"))
+            answer = run_loop(call(args.api, token, "POST", f"/v1/{args.command}"))
             print("paused" if answer["paused"] else "running")
             return 0
         if args.command == "block-path":
             if args.pattern is None:
-                answer = asyncio.run(call(args.api, token, "GET", "/v1/blocked-paths"))
+                answer = run_loop(call(args.api, token, "GET", "/v1/blocked-paths"))
             elif args.remove:
                 query = urllib.parse.urlencode({"pattern": args.pattern})
-                answer = asyncio.run(call(args.api, token, "DELETE",
+                answer = run_loop(call(args.api, token, "DELETE",
                                           f"/v1/blocked-paths?{query}"))
             else:
-                answer = asyncio.run(call(args.api, token, "POST", "/v1/blocked-paths",
+                answer = run_loop(call(args.api, token, "POST", "/v1/blocked-paths",
                                           {"pattern": args.pattern}))
             print("\n".join(answer["patterns"]) or "(no blocked path patterns)")
             return 0
@@ -521,7 +520,7 @@ def _cmd_api(args: argparse.Namespace, settings: Settings) -> int:
         if args.host_max_pages is not None:
             change["maxPages"] = args.host_max_pages
         path = "/v1/hosts/" + urllib.parse.quote(args.name, safe=":[]")
-        answer = asyncio.run(call(args.api, token, "PUT" if change else "GET", path,
+        answer = run_loop(call(args.api, token, "PUT" if change else "GET", path,
                                   change or None))
         print(json.dumps(answer, indent=2))
         return 0

@@ -155,11 +155,16 @@ def ip_literal(host: str) -> str | None:
     literals, normalised the way ``inet_aton`` reads them.
     """
     h = normalise_host(host)
+    numeric_last = _NUMERIC_LAST.fullmatch(h.rsplit(".", 1)[-1]) is not None
+    if not numeric_last and ":" not in h:
+        # a name: an IPv4 address ends in a number and an IPv6 one has colons (the
+        # usual case, decided without the exceptions of two failed parses)
+        return None
     try:
         return str(ipaddress.ip_address(h.split("%", 1)[0]))
     except ValueError:
         pass
-    if _NUMERIC_V4.fullmatch(h) and _NUMERIC_LAST.fullmatch(h.rsplit(".", 1)[-1]):
+    if numeric_last and _NUMERIC_V4.fullmatch(h):
         with contextlib.suppress(OSError):
             return socket.inet_ntoa(socket.inet_aton(h))
     return None

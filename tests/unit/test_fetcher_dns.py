@@ -211,6 +211,11 @@ def test_ip_literal() -> None:
     assert ip_literal("example.com") is None
     assert ip_literal("deadbeef") is None
     assert ip_literal("1.2.3.com") is None
+    assert ip_literal("host-12.test") is None
+    assert ip_literal("1.2.3.4.") == "1.2.3.4"
+    assert ip_literal("0x7f.1") == "127.0.0.1"
+    assert ip_literal("a:b") is None
+    assert ip_literal("::ffff:1.2.3.4") == "::ffff:102:304"
 
 
 def test_parse_nameserver() -> None:
