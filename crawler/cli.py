@@ -412,7 +412,7 @@ def _cmd_crawl(settings: Settings, seeds: Sequence[str], *, progress: bool,
         return _fail(f"no seed URLs, and no crawl to resume in {settings.crawl.out_dir} "
                      f"(no {state_path(settings)})", 2)
     run = run_loop(embedded.run_crawl(settings, usable, progress=progress,
-                                         continuous=continuous))
+                                      continuous=continuous))
     print(format_stats(run.stats))
     if run.no_seed_crawled:
         return _fail(("the seed URL" if len(run.seeds) == 1 else
@@ -504,10 +504,10 @@ def _cmd_api(args: argparse.Namespace, settings: Settings) -> int:
             elif args.remove:
                 query = urllib.parse.urlencode({"pattern": args.pattern})
                 answer = run_loop(call(args.api, token, "DELETE",
-                                          f"/v1/blocked-paths?{query}"))
+                                       f"/v1/blocked-paths?{query}"))
             else:
                 answer = run_loop(call(args.api, token, "POST", "/v1/blocked-paths",
-                                          {"pattern": args.pattern}))
+                                       {"pattern": args.pattern}))
             print("\n".join(answer["patterns"]) or "(no blocked path patterns)")
             return 0
         change: dict[str, object] = {}
@@ -521,7 +521,7 @@ def _cmd_api(args: argparse.Namespace, settings: Settings) -> int:
             change["maxPages"] = args.host_max_pages
         path = "/v1/hosts/" + urllib.parse.quote(args.name, safe=":[]")
         answer = run_loop(call(args.api, token, "PUT" if change else "GET", path,
-                                  change or None))
+                               change or None))
         print(json.dumps(answer, indent=2))
         return 0
     except ApiCallError as exc:
