@@ -16,7 +16,7 @@
 :func:`partition_key` is what cluster mode partitions a host by, so that one frontier
 owns every host of a domain and holds the domain's timer; :func:`task_route` is what a
 fetch task is published under, so that with ``ip`` one fetcher holds each address's
-gate.
+gate. :func:`retry_backoff` is how long a failed request waits before the next try.
 """
 
 from __future__ import annotations
@@ -120,3 +120,9 @@ def task_route(host: str, key: str | None, mode: KeyMode) -> str:
     if mode == "ip" and key:
         return key
     return host
+
+
+def retry_backoff(attempt: int, base: float, longest: float) -> float:
+    """The wait after the ``attempt``-th failed try (1 for the first): ``base`` seconds,
+    doubled for each further try, at most ``longest``."""
+    return min(longest, base * 2.0 ** max(0, attempt - 1))

@@ -219,7 +219,9 @@ class FetcherSettings:
         "application/pdf to store the text of PDFs (docs/pdf.md).")
     robots_cache_ttl: float = _f(86400.0, "Seconds a robots.txt answer is cached.", minimum=0)
     robots_error_retry: float = _f(600.0, "After a robots.txt 5xx or network error, the host "
-                                   "is disallowed for this many seconds.", minimum=0)
+                                   "is disallowed for the retry back-off of the URL that "
+                                   "met it (politeness.backoff_base, doubled per try), "
+                                   "at most this many seconds.", minimum=0)
     robots_max_bytes: int = _f(512_000, "robots.txt bytes parsed at most.", minimum=1)
     dns_servers: tuple[str, ...] = _f((), "DNS servers (ip or ip:port); empty: the system's.")
     dns_min_ttl: float = _f(60.0, "DNS answers are cached at least this long.", minimum=0)

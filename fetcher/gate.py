@@ -17,7 +17,10 @@ The gate keeps its times on the monotonic clock, the one ``asyncio.sleep`` waits
 response's end arrives as a wall-clock time (it is stored with the page) and is moved
 onto the monotonic clock at once: a pause worked out on the wall clock and slept on the
 monotonic one comes out short whenever the wall clock is being slewed (up to 0.5 ms a
-second under NTP), which is a request sent early.
+second under NTP), which is a request sent early. For the same reason a wait ends only
+once the monotonic clock has reached its time: an event loop's timer may fire before
+the time asked (uvloop's counts whole milliseconds, from a loop time rounded down, and
+rounds the delay, so a sleep can end up to about 1.5 ms early).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from common.keyedlock import KeyedLock
@@ -34,9 +37,11 @@ from common.keyedlock import KeyedLock
 class HostGate:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  max_hosts: int = 100_000) -> None:
         self.clock = clock
         self.wall = wall
+        self.sleep = sleep
         self.max_hosts = max_hosts
         self._free_at: OrderedDict[str, float] = OrderedDict()
         self._locks = KeyedLock()
@@ -77,11 +82,17 @@ class HostGate:
         return at
 
     async def wait(self, host: str, partition: int | None, delay: float) -> None:
-        pause = self.earliest(host, partition, delay) - self.clock()
-        if pause > 0:
-            self.waits += 1
-            self.waited_seconds += pause
-            await asyncio.sleep(pause)
+        """Until the next request to ``host`` may start, by the monotonic clock (a timer
+        that fires early is slept again for what is left)."""
+        at = self.earliest(host, partition, delay)
+        pause = at - self.clock()
+        if pause <= 0:
+            return
+        self.waits += 1
+        self.waited_seconds += pause
+        while pause > 0:
+            await self.sleep(pause)
+            pause = at - self.clock()
 
     def done(self, host: str, ended_at: float, delay: float) -> None:
         """A request to ``host`` ended at ``ended_at`` (wall clock); the next waits

@@ -9,8 +9,11 @@
 3. else robots.txt is fetched (redirects followed, each hop through the SSRF guard),
    turned into an answer by :func:`common.robots.decide_from_status` and written to the
    store: 2xx -> the file's rules, 3xx/4xx -> allow all, for ``robots_cache_ttl``;
-   5xx, 429, timeout, network, DNS or SSRF failure -> disallow all, for only
-   ``robots_error_retry`` seconds, so it is fetched again later (fail closed).
+   5xx, 429, timeout, network, DNS or SSRF failure -> disallow all, for the retry
+   back-off of the attempt that met it (``politeness.backoff_base`` doubled for each
+   attempt of the URL before, :func:`common.politeness.retry_backoff`) and at most
+   ``robots_error_retry`` seconds, so it is fetched again when that URL is tried again
+   (fail closed).
 
 Concurrent calls for one origin share a single fetch. Every call that waited on a
 fetch gets ``fetched=True``: a request just reached the host, so the caller waits the
@@ -23,6 +26,7 @@ Times are wall-clock seconds (records are shared between processes).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,12 +36,15 @@ from common import urls
 from common.adapters.handling import while_down
 from common.clock import wall_clock
 from common.messages import FetchOutcome
+from common.politeness import retry_backoff
 from common.ports import RobotsRecord, StateStore
 from common.robots import RobotsAnswer, RobotsBasis, decide_from_status
 from common.settings import Settings
 from fetcher.http import RobotsResponse
 
 Clock = Callable[[], float]
+
+log = logging.getLogger(__name__)
 
 
 class RobotsFetcher(Protocol):
@@ -123,12 +130,14 @@ class RobotsCache:
         return RobotsCacheStats(self._memory_hits, self._store_hits, self._fetches,
                                 self._shared, len(self._memory))
 
-    async def for_url(self, url: str) -> RobotsDecision:
+    async def for_url(self, url: str, *, attempt: int = 1) -> RobotsDecision:
         """The decision for the origin of ``url``; raises ``ValueError`` for a URL that
-        is not http(s)."""
-        return await self.get(urls.origin(url))
+        is not http(s). ``attempt``: which try of ``url`` asks (1 for the first)."""
+        return await self.get(urls.origin(url), attempt=attempt)
 
-    async def get(self, origin: str) -> RobotsDecision:
+    async def get(self, origin: str, *, attempt: int = 1) -> RobotsDecision:
+        """``attempt``: the try of the URL that asks; a failure met now is remembered for
+        that try's back-off (at most ``robots_error_retry``)."""
         cached = self._fresh(origin)
         if cached is not None:
             self._memory_hits += 1
@@ -136,7 +145,7 @@ class RobotsCache:
         task = self._inflight.get(origin)
         leader = task is None
         if task is None:
-            task = asyncio.ensure_future(self._load(origin))
+            task = asyncio.ensure_future(self._load(origin, attempt))
             self._inflight[origin] = task
             task.add_done_callback(lambda t: self._load_done(origin, t))
         else:
@@ -168,7 +177,7 @@ class RobotsCache:
         if not task.cancelled():
             task.exception()  # retrieved here; the waiters re-raise it
 
-    async def _load(self, origin: str) -> tuple[_Entry, RobotsResponse | None]:
+    async def _load(self, origin: str, attempt: int) -> tuple[_Entry, RobotsResponse | None]:
         stored = await self._store.get_robots(origin)
         if stored is not None and stored.expires_at > self._clock():
             self._store_hits += 1
@@ -182,7 +191,10 @@ class RobotsCache:
         answer = decide_from_status(response.status, response.body,
                                     max_bytes=self._max_bytes)
         now = self._clock()
-        ttl = self._ttl if answer.available else self._error_ttl
+        ttl = self._ttl if answer.available else self._error_period(attempt)
+        if not answer.available:
+            log.info("robots.txt of %s unavailable (%s): its URLs wait %g s", origin,
+                     response.error or f"status {response.status or 0}", ttl)
         record = RobotsRecord(origin=origin, status=response.status or 0,
                               body=response.body[:self._max_bytes], fetched_at=now,
                               expires_at=now + ttl)
@@ -192,6 +204,14 @@ class RobotsCache:
         entry = _Entry(record, answer)
         self._remember(origin, entry)
         return entry, response
+
+    def _error_period(self, attempt: int) -> float:
+        """How long a failure met by the ``attempt``-th try of a URL is remembered: that
+        try's retry back-off, at most ``robots_error_retry``. The URL comes again when it
+        runs out and asks again; a try of another URL meanwhile waits for it too
+        (frontier.policy.apply_result)."""
+        pol = self._settings.politeness
+        return min(self._error_ttl, retry_backoff(attempt, pol.backoff_base, pol.backoff_max))
 
     def _remember(self, origin: str, entry: _Entry) -> None:
         if entry.record.expires_at <= self._clock():

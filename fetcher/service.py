@@ -231,7 +231,7 @@ class FetcherStage:
 
     async def _fetch(self, task: FetchTask) -> FetchResult:
         try:
-            decision = await self.robots.for_url(task.url)
+            decision = await self.robots.for_url(task.url, attempt=max(1, task.attempt))
         except ValueError as exc:
             return FetchResult(task=task, outcome=FetchOutcome.UNSUPPORTED, error=str(exc))
         robots_fetched = decision.fetched
@@ -257,10 +257,13 @@ class FetcherStage:
                 if refusal is not None:
                     return _robots_result(task, decision, FetchOutcome.SSRF_BLOCKED,
                                           error=refusal)
+            # tried again once the remembered failure runs out, when robots.txt is asked
+            # again; not before, when it would be answered from memory
             return _robots_result(task, decision, FetchOutcome.ROBOTS_UNAVAILABLE,
                                   status=decision.status,
                                   error=decision.error
-                                  or f"robots.txt status {decision.status}")
+                                  or f"robots.txt status {decision.status}",
+                                  retry_after=max(0.0, decision.expires_at - self.clock()))
         # a robots.txt read now names the host's sitemaps, for the frontier to queue
         sitemaps = self._sitemaps_named(task, decision) if robots_fetched else []
         if not decision.allowed(task.url):
@@ -442,9 +445,10 @@ class FetcherStage:
 
 
 def _robots_result(task: FetchTask, decision: RobotsDecision, outcome: FetchOutcome, *,
-                   status: int = 0, error: str | None = None) -> FetchResult:
+                   status: int = 0, error: str | None = None,
+                   retry_after: float | None = None) -> FetchResult:
     """A result decided by robots.txt alone: no page request was made."""
     return FetchResult(task=task, outcome=outcome, status=status,
-                       fetched_at=decision.fetched_at, error=error,
+                       fetched_at=decision.fetched_at, error=error, retry_after=retry_after,
                        robots_fetched=decision.fetched,
                        robots_crawl_delay=decision.crawl_delay)

@@ -45,6 +45,7 @@ from common.messages import (
     UrlStatus,
 )
 from common.patterns import OperatorPattern, PatternError, compile_operator_pattern
+from common.politeness import retry_backoff
 from common.ports import HostState, ScopeRules, UrlState
 from common.scope import limits
 from common.settings import (
@@ -183,8 +184,7 @@ def politeness_delay(host: HostState, settings: PolitenessSettings,
 
 def retry_delay(attempt: int, retry_after: float | None, settings: PolitenessSettings) -> float:
     """Exponential back-off after the ``attempt``-th failure; Retry-After wins if longer."""
-    backoff: float = min(settings.backoff_max,
-                         settings.backoff_base * 2.0 ** max(0, attempt - 1))
+    backoff = retry_backoff(attempt, settings.backoff_base, settings.backoff_max)
     if retry_after is not None:
         backoff = max(backoff, min(retry_after, settings.max_retry_after))
     return backoff
@@ -417,6 +417,7 @@ def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: 
         host.next_allowed_at = max(host.next_allowed_at,
                                    end + politeness_delay(host, pol, delay_overrides))
 
+    previous_fetch = row.last_fetch_at
     row.last_fetch_at = result.fetched_at or now
     if result.status:
         row.http_status = result.status
@@ -465,6 +466,13 @@ def apply_result(result: FetchResult, row: UrlState, host: HostState, settings: 
         row.reason = FINAL_REASONS[outcome]
         row.detail = result.error
     elif outcome in RETRYABLE_OUTCOMES:
+        if (outcome is FetchOutcome.ROBOTS_UNAVAILABLE and not result.robots_fetched
+                and previous_fetch is not None and result.fetched_at <= previous_fetch):
+            # robots.txt was not asked again: its failure, remembered for a while
+            # (fetcher.robots_cache), is one this URL already counted, so this try
+            # counts for nothing; it comes again when that answer runs out (the
+            # result's retry_after), with robots.txt asked again
+            row.attempts = max(0, row.attempts - 1)
         if row.attempts >= pol.max_attempts:
             row.status = UrlStatus.DEAD
             row.reason = Reason.DEAD

@@ -3,6 +3,7 @@ crawler's url_state and hosts rows and in the server's request log."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -127,16 +128,24 @@ async def test_robots_500_fails_closed_until_dead(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
-async def test_robots_error_is_cached_for_the_error_period(tmp_path: Path) -> None:
-    # with a long error period the retries use the cached failure: one robots request
+async def test_robots_error_is_remembered_for_the_retry_back_off(tmp_path: Path) -> None:
+    # a failure is remembered for the back-off of the try that met it (robots_error_retry,
+    # 600 s, is only the cap): the URL comes again when that runs out and asks robots.txt
+    # again, so each of its tries has a robots request of its own and none is used up
+    # by a remembered answer
     async with SimWeb(scenario(features().host("robots503.test")), dns=True) as web:
         out = await run(web, tmp_path, ["robots503.test/"],
                         fetcher={"robots_error_retry": 600.0})
         log = web.log.records("robots503.test")
 
-    assert [(r.path, r.status) for r in log] == [("/robots.txt", 503)]
+    pol = out.settings.politeness
+    assert [(r.path, r.status) for r in log] == [("/robots.txt", 503)] * pol.max_attempts
+    gaps = [b.started - a.ended for a, b in itertools.pairwise(log)]
+    backoffs = [pol.backoff_base * 2 ** n for n in range(len(gaps))]
+    assert all(g >= b * 0.95 for g, b in zip(gaps, backoffs, strict=True)), (gaps, backoffs)
+    assert max(gaps) < 30  # not the 600 s cap
     row = out.row(key(web, "robots503.test/"))
-    assert row.status is UrlStatus.DEAD and row.attempts == out.settings.politeness.max_attempts
+    assert row.status is UrlStatus.DEAD and row.attempts == pol.max_attempts
 
 
 @pytest.mark.timeout(60)

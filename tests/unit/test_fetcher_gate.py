@@ -1,8 +1,12 @@
-"""HostGate.hold: one request at a time per host, however holders come and go."""
+"""HostGate: one request at a time per host, however holders come and go, and no request
+before its host's gap is over."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+
+import pytest
 
 from fetcher.gate import HostGate
 
@@ -102,3 +106,50 @@ async def test_hosts_following_one_key_share_its_lock_and_gap() -> None:
     gate.follow("b.test", "b.test")
     assert gate.key("b.test") == "b.test"
     assert gate.earliest("b.test", None, 2.0) == 0.0
+
+
+async def test_a_timer_that_fires_early_is_slept_again_until_the_gap_is_over() -> None:
+    # An event loop's timer may end a sleep before the time asked (uvloop counts whole
+    # milliseconds): here a sleep longer than 1 ms ends 1 ms short. The wait still ends
+    # no earlier than the end of the last response plus the delay.
+    now = [10.0]
+    asked: list[float] = []
+
+    async def early_sleep(seconds: float) -> None:
+        asked.append(seconds)
+        now[0] += seconds - 0.001 if seconds > 0.001 else seconds
+
+    gate = HostGate(clock=lambda: now[0], wall=lambda: now[0], sleep=early_sleep)
+    gate.done("h.example", 10.0, 0.2)
+    await gate.wait("h.example", None, 0.2)
+    assert now[0] >= 10.2
+    assert len(asked) == 2 and asked[0] == pytest.approx(0.2)
+    assert asked[1] == pytest.approx(0.001)
+    assert gate.waits == 1 and gate.waited_seconds == pytest.approx(0.2)
+    # no gap left: no sleep at all
+    before = len(asked)
+    await gate.wait("h.example", None, 0.2)
+    assert len(asked) == before and gate.waits == 1
+
+
+def test_on_uvloop_no_wait_ends_before_its_time() -> None:
+    # uvloop rounds a sleep to whole milliseconds of a loop time rounded down, so a plain
+    # sleep of the gap often ends a fraction of a millisecond early: a request sent early
+    uvloop = pytest.importorskip("uvloop")
+    short: list[float] = []
+
+    async def main() -> None:
+        gate = HostGate()
+        for i in range(40):
+            host = f"h{i}.example"
+            gate.done(host, gate.wall(), 0.0105 + 0.000_37 * i)
+            at = gate.earliest(host, None, 0.0)
+            await gate.wait(host, None, 0.0)
+            late = time.monotonic() - at
+            if late < 0:
+                short.append(late)
+
+    runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    with runner:
+        runner.run(main())
+    assert not short, short

@@ -123,7 +123,8 @@ async def test_4xx_allows_everything(code: int) -> None:
 async def test_failures_disallow_for_a_short_while(response: RobotsResponse) -> None:
     fetcher = FakeFetcher(response, ok())
     cache, store, clock = make(fetcher)
-    decision = await cache.get(ORIGIN)
+    # a third try: its back-off (30 s doubled twice) is over robots_error_retry (60 s)
+    decision = await cache.get(ORIGIN, attempt=3)
     assert not decision.available
     assert not decision.allowed("http://site.test/anything")
     assert decision.allowed("http://site.test/robots.txt")
@@ -138,6 +139,25 @@ async def test_failures_disallow_for_a_short_while(response: RobotsResponse) -> 
     assert retried.available
     assert retried.allowed("http://site.test/public")
     assert len(fetcher.calls) == 2
+
+
+async def test_a_failure_is_remembered_for_the_back_off_of_the_try_that_met_it() -> None:
+    # backoff_base 30 s: a first try's failure is remembered 30 s, a second's 60 s (the
+    # robots_error_retry cap here), so each retry of the URL asks robots.txt again
+    fetcher = FakeFetcher(status(503), status(503), ok())
+    cache, store, clock = make(fetcher)
+    assert SETTINGS.politeness.backoff_base == 30.0
+    first = await cache.for_url(ORIGIN + "/p", attempt=1)
+    assert not first.available and first.expires_at == clock.now + 30.0
+    clock.now += 29
+    assert not (await cache.get(ORIGIN, attempt=2)).fetched  # still remembered
+    clock.now += 1
+    second = await cache.get(ORIGIN, attempt=2)
+    assert second.fetched and second.expires_at == clock.now + 60.0
+    assert [p.expires_at - p.fetched_at for p in store.puts] == [30.0, 60.0]
+    clock.now += 60
+    assert (await cache.get(ORIGIN, attempt=3)).available
+    assert len(fetcher.calls) == 3
 
 
 async def test_store_answer_is_used_before_fetching() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import msgspec
 import pytest
 
 from common.messages import FetchOutcome, FetchResult, FetchTask, Reason, UrlStatus
@@ -147,6 +148,38 @@ def test_dead_after_max_attempts() -> None:
     e = apply_result(r, _row(attempts=3), HostState(host="a.test"), SETTINGS, now=1000.0)
     assert e.dead and e.row.status is UrlStatus.DEAD and e.row.reason is Reason.DEAD
     assert "server_error" in (e.row.detail or "")
+
+
+def _robots_unavailable(fetched: bool, robots_at: float, expires_in: float) -> FetchResult:
+    return FetchResult(task=_task(3), outcome=FetchOutcome.ROBOTS_UNAVAILABLE,
+                       fetched_at=robots_at, robots_fetched=fetched, retry_after=expires_in,
+                       error="robots.txt status 0")
+
+
+def test_a_remembered_robots_failure_the_url_already_counted_uses_up_no_try() -> None:
+    # the URL's last try (at 900) met robots.txt failing at 900; this try was answered
+    # from that remembered failure: no request, no try used up, back when it runs out
+    row = msgspec.structs.replace(_row(attempts=3), last_fetch_at=900.0)
+    e = apply_result(_robots_unavailable(False, 900.0, 40.0), row,
+                     HostState(host="a.test"), SETTINGS, now=1000.0)
+    assert not e.dead and e.row.status is UrlStatus.QUEUED and e.row.attempts == 2
+    assert e.row.next_fetch_at == pytest.approx(1040.0)
+    assert e.host.next_allowed_at >= 1040.0  # the host rests as long
+    assert not e.request_made
+
+
+@pytest.mark.parametrize(("fetched", "robots_at", "last"), [
+    (True, 1000.0, 900.0),  # robots.txt asked by this try
+    (False, 950.0, 900.0),  # asked by another URL since this one's last try
+    (False, 950.0, None),  # this URL's first try
+])
+def test_a_robots_failure_new_to_the_url_counts(fetched: bool, robots_at: float,
+                                                last: float | None) -> None:
+    row = msgspec.structs.replace(_row(attempts=3), last_fetch_at=last)
+    e = apply_result(_robots_unavailable(fetched, robots_at, 40.0), row,
+                     HostState(host="a.test"), SETTINGS, now=1000.0)
+    assert e.dead and e.row.status is UrlStatus.DEAD and e.row.attempts == 3
+    assert "robots_unavailable" in (e.row.detail or "")
 
 
 def test_redirect_goes_back_to_the_frontier_with_a_hop_count() -> None:
