@@ -191,8 +191,10 @@ class RobotsCache:
         answer = decide_from_status(response.status, response.body,
                                     max_bytes=self._max_bytes)
         now = self._clock()
-        ttl = self._ttl if answer.available else self._error_period(attempt)
-        if not answer.available:
+        if answer.available:
+            ttl = self._ttl
+        else:
+            ttl = self._error_period(attempt)
             log.info("robots.txt of %s unavailable (%s): its URLs wait %g s", origin,
                      response.error or f"status {response.status or 0}", ttl)
         record = RobotsRecord(origin=origin, status=response.status or 0,

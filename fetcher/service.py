@@ -231,7 +231,7 @@ class FetcherStage:
 
     async def _fetch(self, task: FetchTask) -> FetchResult:
         try:
-            decision = await self.robots.for_url(task.url, attempt=max(1, task.attempt))
+            decision = await self.robots.for_url(task.url, attempt=task.attempt)
         except ValueError as exc:
             return FetchResult(task=task, outcome=FetchOutcome.UNSUPPORTED, error=str(exc))
         robots_fetched = decision.fetched
